@@ -1,0 +1,208 @@
+# AuthorizationPolicy (and the other kinds that attach by selector or targetRef).
+package meshward.rules.authz
+
+import rego.v1
+
+import data.meshward.lib
+
+# ---------------------------------------------------------------------------
+# authz/selector-and-target-ref (error)
+
+attach_fields := ["selector", "targetRef", "targetRefs"]
+
+attach_kinds := ["AuthorizationPolicy", "RequestAuthentication", "Telemetry", "WasmPlugin"]
+
+findings contains f if {
+	some kind in attach_kinds
+	some r in lib.resources(kind)
+	spec := r.body.spec
+	is_object(spec)
+	used := [k | some k in attach_fields; not object.get(spec, k, null) in lib.empty_values]
+	count(used) > 1
+	f := {
+		"rule": "authz/selector-and-target-ref",
+		"severity": "error",
+		"resource": r.id,
+		"path": ["spec", used[1]],
+		"message": sprintf(
+			"%s %s/%s sets both %s: at most one of selector, targetRef and targetRefs is allowed, so Istio rejects it and the policy is not applied. Use selector for sidecar workloads, or targetRef(s) for gateways and waypoints.",
+			[kind, r.namespace, r.name, concat(" and ", [sprintf("spec.%s", [k]) | some k in used])],
+		),
+	}
+}
+
+# ---------------------------------------------------------------------------
+# The sources of every AuthorizationPolicy rule, with their paths.
+
+sources := [s |
+	some r in lib.resources("AuthorizationPolicy")
+	rules := r.body.spec.rules
+	is_array(rules)
+	some i, rule in rules
+	froms := rule.from
+	is_array(froms)
+	some j, from in froms
+	source := from.source
+	is_object(source)
+	s := {
+		"r": r,
+		"action": action(r.body.spec),
+		"source": source,
+		"path": ["spec", "rules", i, "from", j, "source"],
+	}
+]
+
+action(spec) := upper(a) if {
+	a := spec.action
+	is_string(a)
+	a != ""
+} else := "ALLOW"
+
+policy_name(s) := sprintf("AuthorizationPolicy %s/%s", [s.r.namespace, s.r.name])
+
+# What a source that can match nobody means at runtime, by action.
+no_match_effect(s) := "callers will get 403 RBAC: access denied" if s.action == "ALLOW"
+else := "the DENY rule never matches the intended caller, so its requests are not blocked" if s.action == "DENY"
+else := sprintf("the %s rule never matches the intended caller", [s.action])
+
+# ---------------------------------------------------------------------------
+# authz/service-accounts-with-principals (error)
+
+exclusive := [
+	["serviceAccounts", ["principals", "namespaces"]],
+	["notServiceAccounts", ["notPrincipals", "notNamespaces"]],
+]
+
+findings contains f if {
+	some s in sources
+	some [sa_field, others] in exclusive
+	not object.get(s.source, sa_field, null) in lib.empty_values
+	clash := [o | some o in others; not object.get(s.source, o, null) in lib.empty_values]
+	count(clash) > 0
+	f := {
+		"rule": "authz/service-accounts-with-principals",
+		"severity": "error",
+		"resource": s.r.id,
+		"path": array.concat(s.path, [sa_field]),
+		"message": sprintf(
+			"%s sets source.%s together with %s: %s excludes %s, so Istio rejects the policy and it is not applied. Name callers either by %s (namespace/name) or by %s, not both.",
+			[policy_name(s), sa_field, concat(" and ", [sprintf("source.%s", [o]) | some o in clash]), sa_field, concat(" and ", others), sa_field, concat(" and ", others)],
+		),
+	}
+}
+
+# ---------------------------------------------------------------------------
+# authz/unknown-principal (warning)
+
+service_accounts := object.get(lib.model, "service_accounts", {})
+
+# ns -> service account names some workload, WorkloadEntry or WorkloadGroup runs as.
+sas_in[ns] contains sa if {
+	some key, _ in service_accounts
+	[ns, sa] := split(key, "/")
+}
+
+sas_in[we.namespace] contains we.service_account if {
+	some we in lib.model_workload_entries
+	is_string(we.service_account)
+}
+
+sas_in[r.namespace] contains sa if {
+	some r in lib.resources("WorkloadGroup")
+	sa := lib.spec_of(r).template.serviceAccount
+	is_string(sa)
+}
+
+# Principals named by the sources, without wildcards: [source index, principal index, principal].
+principals := [[si, k, p] |
+	some si, s in sources
+	ps := s.source.principals
+	is_array(ps)
+	some k, p in ps
+	is_string(p)
+	not contains(p, "*")
+]
+
+# Those of the form "<trust-domain>/ns/<namespace>/sa/<service-account>", with their parts.
+well_formed[p] := [parts[2], parts[4]] if {
+	some [_, _, p] in principals
+	parts := split(p, "/")
+	count(parts) == 5
+	parts[1] == "ns"
+	parts[3] == "sa"
+	parts[0] != ""
+	parts[2] != ""
+	parts[4] != ""
+	not contains(parts[0], ":")
+}
+
+findings contains f if {
+	some [si, k, p] in principals
+	[ns, sa] := well_formed[p]
+	not sa in sas_in[ns]
+	s := sources[si]
+	f := {
+		"rule": "authz/unknown-principal",
+		"severity": "warning",
+		"resource": s.r.id,
+		"path": array.concat(s.path, ["principals", k]),
+		"message": sprintf(
+			"%s names principal %s, but no workload in this repository runs as service account %s/%s: %s. Check it against the caller's serviceAccountName%s.",
+			[policy_name(s), p, ns, sa, no_match_effect(s), known_text(ns)],
+		),
+	}
+}
+
+known_text(ns) := sprintf(" (service accounts in use in %s: %s)", [ns, lib.enumerate(sas_in[ns], 5)]) if {
+	count(sas_in[ns]) > 0
+} else := ""
+
+findings contains f if {
+	some [si, k, p] in principals
+	not well_formed[p]
+	s := sources[si]
+	f := {
+		"rule": "authz/unknown-principal",
+		"severity": "warning",
+		"resource": s.r.id,
+		"path": array.concat(s.path, ["principals", k]),
+		"message": sprintf(
+			"%s names principal %s, which is not of the form <trust-domain>/ns/<namespace>/sa/<service-account>%s: it matches no caller, so %s. Write it as %s/ns/<namespace>/sa/<service-account>.",
+			[policy_name(s), json.marshal(p), spiffe_hint(p), no_match_effect(s), lib.trust_domain],
+		),
+	}
+}
+
+spiffe_hint(p) := " (drop the spiffe:// prefix: Istio adds it)" if startswith(p, "spiffe://") else := ""
+
+# ---------------------------------------------------------------------------
+# authz/unknown-namespace (warning, IST0101)
+
+# Namespaces every cluster has, declared in the repository or not.
+always_there(ns) if ns in lib.system_namespaces
+
+always_there(ns) if ns == lib.root_namespace
+
+always_there(ns) if ns == "default"
+
+findings contains f if {
+	some s in sources
+	nss := s.source.namespaces
+	is_array(nss)
+	some k, ns in nss
+	is_string(ns)
+	not contains(ns, "*")
+	not lib.model_namespaces[ns]
+	not always_there(ns)
+	f := {
+		"rule": "authz/unknown-namespace",
+		"severity": "warning",
+		"istio_code": "IST0101",
+		"resource": s.r.id,
+		"path": array.concat(s.path, ["namespaces", k]),
+		"message": sprintf(
+			"%s names namespace %s in source.namespaces, but no such namespace exists in this repository: the rule matches no caller from it, so %s. Check the spelling against the caller's namespace.",
+			[policy_name(s), ns, no_match_effect(s)],
+		),
+	}
+}

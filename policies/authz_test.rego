@@ -1,0 +1,160 @@
+package meshward.rules.authz_test
+
+import rego.v1
+
+import data.meshward.rules.authz
+
+res(kind, name, spec) := {
+	"id": sprintf("%s/shop/%s", [kind, name]),
+	"apiVersion": "security.istio.io/v1",
+	"kind": kind,
+	"namespace": "shop",
+	"name": name,
+	"body": {"apiVersion": "security.istio.io/v1", "kind": kind, "metadata": {"name": name, "namespace": "shop"}, "spec": spec},
+	"file": "policy.yaml",
+	"line": 1,
+}
+
+ap(spec) := res("AuthorizationPolicy", "allow-cart", spec)
+
+ns(name) := {
+	"name": name, "declared": true, "resource": sprintf("Namespace/%s", [name]), "labels": {},
+	"injection": {"enabled": true, "via": "istio-injection", "revision": null, "explicitly_disabled": false, "conflict": false},
+	"mtls": {"mode": "PERMISSIVE", "source": null}, "workloads": 1, "workloads_with_proxy": 1,
+}
+
+mk_input(by_kind) := {
+	"resources": [],
+	"by_kind": by_kind,
+	"model": {
+		"namespaces": {"shop": ns("shop"), "web": ns("web")},
+		"workloads": [],
+		"workload_entries": [{
+			"id": "WorkloadEntry/vm/vm-1", "namespace": "vm", "name": "vm-1", "labels": {}, "metadata_labels": {}, "spec_labels": {},
+			"address": "10.0.0.5", "network": null, "address_problem": null, "service_account": "reports", "selected_by": [],
+		}],
+		"selectors": [],
+		"peer_authentications": [],
+		"service_accounts": {"shop/cart": ["Deployment/shop/cart"], "web/frontend": ["Deployment/web/frontend"]},
+		"mtls_scopes": {},
+	},
+	"base": null,
+	"evidence": null,
+	"config": {"mesh": {"root_namespace": "istio-system", "trust_domain": "cluster.local"}},
+}
+
+from_source(source) := {"action": "ALLOW", "rules": [{"from": [{"source": source}], "to": [{"operation": {"methods": ["GET"]}}]}]}
+
+rules_of(by_kind, rule) := {f | some f in authz.findings with input as mk_input(by_kind); f.rule == rule}
+
+# ---------------------------------------------------------------------------
+# authz/selector-and-target-ref
+
+test_selector_and_target_ref_fires if {
+	spec := {"selector": {"matchLabels": {"app": "cart"}}, "targetRef": {"kind": "Gateway", "group": "gateway.networking.k8s.io", "name": "gw"}}
+	fs := rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/selector-and-target-ref")
+	count(fs) == 1
+	some f in fs
+	f.severity == "error"
+	f.path == ["spec", "targetRef"]
+	contains(f.message, "spec.selector and spec.targetRef")
+}
+
+test_selector_and_target_refs_on_telemetry_fires if {
+	spec := {"selector": {"matchLabels": {"app": "cart"}}, "targetRefs": [{"kind": "Service", "name": "cart"}]}
+	fs := rules_of({"Telemetry": [res("Telemetry", "t", spec)]}, "authz/selector-and-target-ref")
+	count(fs) == 1
+}
+
+test_selector_or_target_ref_alone_quiet if {
+	by_kind := {
+		"AuthorizationPolicy": [ap({"selector": {"matchLabels": {"app": "cart"}}})],
+		"RequestAuthentication": [res("RequestAuthentication", "jwt", {"targetRefs": [{"kind": "Gateway", "name": "gw"}], "selector": {}})],
+	}
+	count(rules_of(by_kind, "authz/selector-and-target-ref")) == 0
+}
+
+# ---------------------------------------------------------------------------
+# authz/service-accounts-with-principals
+
+test_service_accounts_with_principals_fires if {
+	spec := from_source({"serviceAccounts": ["shop/cart"], "principals": ["cluster.local/ns/shop/sa/cart"]})
+	fs := rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/service-accounts-with-principals")
+	count(fs) == 1
+	some f in fs
+	f.severity == "error"
+	f.path == ["spec", "rules", 0, "from", 0, "source", "serviceAccounts"]
+}
+
+test_not_service_accounts_with_not_namespaces_fires if {
+	spec := from_source({"notServiceAccounts": ["shop/cart"], "notNamespaces": ["web"]})
+	some f in rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/service-accounts-with-principals")
+	f.path == ["spec", "rules", 0, "from", 0, "source", "notServiceAccounts"]
+}
+
+test_service_accounts_alone_quiet if {
+	spec := from_source({"serviceAccounts": ["shop/cart"], "notPrincipals": ["cluster.local/ns/web/sa/frontend"]})
+	count(rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/service-accounts-with-principals")) == 0
+}
+
+# ---------------------------------------------------------------------------
+# authz/unknown-principal
+
+test_unknown_principal_fires if {
+	spec := from_source({"principals": ["cluster.local/ns/shop/sa/cartt", "cluster.local/ns/shop/sa/cart"]})
+	fs := rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/unknown-principal")
+	count(fs) == 1
+	some f in fs
+	f.severity == "warning"
+	f.path == ["spec", "rules", 0, "from", 0, "source", "principals", 0]
+	contains(f.message, "403 RBAC: access denied")
+	contains(f.message, "shop/cartt")
+	contains(f.message, "service accounts in use in shop: cart")
+}
+
+test_unknown_principal_malformed_fires if {
+	spec := from_source({"principals": ["spiffe://cluster.local/ns/shop/sa/cart"]})
+	some f in rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/unknown-principal")
+	contains(f.message, "drop the spiffe:// prefix")
+}
+
+test_unknown_principal_deny_effect if {
+	spec := object.union(from_source({"principals": ["cluster.local/ns/shop/sa/nobody"]}), {"action": "DENY"})
+	some f in rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/unknown-principal")
+	contains(f.message, "not blocked")
+}
+
+test_known_principals_quiet if {
+	spec := from_source({"principals": [
+		"cluster.local/ns/shop/sa/cart",
+		"cluster.local/ns/vm/sa/reports",
+		"cluster.local/ns/vm/sa/batch",
+		"*",
+		"cluster.local/ns/web/*",
+	]})
+	wg := {
+		"id": "WorkloadGroup/vm/batch", "apiVersion": "networking.istio.io/v1", "kind": "WorkloadGroup", "namespace": "vm", "name": "batch",
+		"body": {"spec": {"template": {"serviceAccount": "batch"}}}, "file": "wg.yaml", "line": 1,
+	}
+	count(rules_of({"AuthorizationPolicy": [ap(spec)], "WorkloadGroup": [wg]}, "authz/unknown-principal")) == 0
+}
+
+# ---------------------------------------------------------------------------
+# authz/unknown-namespace
+
+test_unknown_namespace_fires if {
+	spec := from_source({"namespaces": ["web", "paymnts"]})
+	fs := rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/unknown-namespace")
+	count(fs) == 1
+	some f in fs
+	f.severity == "warning"
+	f.istio_code == "IST0101"
+	f.path == ["spec", "rules", 0, "from", 0, "source", "namespaces", 1]
+	contains(f.message, "paymnts")
+	contains(f.message, "403 RBAC: access denied")
+}
+
+test_known_namespaces_quiet if {
+	spec := from_source({"namespaces": ["web", "istio-system", "kube-system", "default", "team-*"]})
+	count(rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/unknown-namespace")) == 0
+}

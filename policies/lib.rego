@@ -1,0 +1,248 @@
+# Shared helpers of the built-in meshward policies.
+# The shape of `input` is documented in docs/policy-input.md.
+package meshward.lib
+
+import rego.v1
+
+# ---------------------------------------------------------------------------
+# input access
+
+root_namespace := ns if {
+	ns := object.get(input, ["config", "mesh", "root_namespace"], null)
+	is_string(ns)
+	ns != ""
+} else := "istio-system"
+
+trust_domain := td if {
+	td := object.get(input, ["config", "mesh", "trust_domain"], null)
+	is_string(td)
+	td != ""
+} else := "cluster.local"
+
+# Kubernetes' own namespaces: always there, never injected.
+system_namespaces := {"kube-system", "kube-public", "kube-node-lease"}
+
+skip_namespace(ns) if ns in system_namespaces
+
+skip_namespace(ns) if ns == root_namespace
+
+# The resources of one kind ([] when the tree has none).
+resources(kind) := object.get(input, ["by_kind", kind], [])
+
+model := object.get(input, "model", {})
+
+base := object.get(input, "base", null)
+
+has_base if is_object(base)
+
+# Parts of the base model ({} / [] when there is no base revision).
+base_namespaces := object.get(base, "namespaces", {}) if has_base else := {}
+
+base_workloads := object.get(base, "workloads", []) if has_base else := []
+
+base_mtls_scopes := object.get(base, "mtls_scopes", {}) if has_base else := {}
+
+model_namespaces := object.get(model, "namespaces", {})
+
+model_workloads := object.get(model, "workloads", [])
+
+model_selectors := object.get(model, "selectors", [])
+
+model_workload_entries := object.get(model, "workload_entries", [])
+
+model_peer_authentications := object.get(model, "peer_authentications", [])
+
+# ---------------------------------------------------------------------------
+# values
+
+# x is set to something: a non-empty string, array or object, a number or a boolean.
+non_empty(x) if {
+	is_string(x)
+	x != ""
+}
+
+non_empty(x) if {
+	is_array(x)
+	count(x) > 0
+}
+
+non_empty(x) if {
+	is_object(x)
+	count(x) > 0
+}
+
+non_empty(x) if is_number(x)
+
+non_empty(x) if is_boolean(x)
+
+# Values that count as "not set". In hot paths write
+#   not object.get(obj, key, null) in lib.empty_values      (obj must be an object)
+# rather than calling has_value: user function calls are the expensive part of evaluation.
+empty_values := {null, "", [], {}}
+
+# object.get that never fails: d when x is not an object (manifests are hostile input).
+get(x, path, d) := object.get(x, path, d) if is_object(x) else := d
+
+# The spec of a resource ({} when absent or not an object).
+spec_of(r) := s if {
+	s := r.body.spec
+	is_object(s)
+} else := {}
+
+# obj[key] is set to something non-empty.
+has_value(obj, key) if non_empty(get(obj, key, null))
+
+# x as an array ([] when absent or not an array).
+array_of(x) := x if is_array(x) else := []
+
+# x as an object ({} when absent or not an object).
+object_of(x) := x if is_object(x) else := {}
+
+num(x) := x if is_number(x) else := 0
+
+# ---------------------------------------------------------------------------
+# text
+
+# "Deployment/shop/cart" -> "Deployment shop/cart"; "Namespace/shop" -> "Namespace shop"
+display(id) := s if {
+	parts := split(id, "/")
+	count(parts) == 3
+	s := sprintf("%s %s/%s", parts)
+} else := s if {
+	parts := split(id, "/")
+	count(parts) == 2
+	s := sprintf("%s %s", parts)
+} else := id
+
+# Sorted, comma-separated, at most n items then "and K more".
+enumerate(items, n) := s if {
+	sorted := sort(items)
+	count(sorted) <= n
+	s := concat(", ", sorted)
+} else := s if {
+	sorted := sort(items)
+	s := sprintf("%s and %d more", [concat(", ", array.slice(sorted, 0, n)), count(sorted) - n])
+}
+
+# The same for resource ids, shown with display().
+enumerate_ids(ids, n) := enumerate([display(id) | some id in sort(ids)], n)
+
+# {"app": "cart", "v": "1"} -> "app=cart,v=1"
+labels_text(labels) := s if {
+	is_object(labels)
+	count(labels) > 0
+	s := concat(",", sort([sprintf("%s=%v", [k, v]) | some k, v in labels]))
+} else := "(no labels)"
+
+plural(n, one, many) := one if n == 1 else := many
+
+# "1 workload", "3 workloads"
+counted(n, one, many) := sprintf("%d %s", [n, plural(n, one, many)])
+
+# ---------------------------------------------------------------------------
+# workloads
+
+# Path of the pod template's metadata in a workload of this kind.
+pod_metadata_path(kind) := ["metadata"] if kind == "Pod"
+else := ["spec", "jobTemplate", "spec", "template", "metadata"] if kind == "CronJob"
+else := ["spec", "template", "metadata"]
+
+pod_labels_path(kind) := array.concat(pod_metadata_path(kind), ["labels"])
+
+pod_annotations_path(kind) := array.concat(pod_metadata_path(kind), ["annotations"])
+
+# ---------------------------------------------------------------------------
+# namespaces
+
+# Ambient namespaces get mTLS from ztunnel, not from a sidecar.
+ambient(n) if object.get(n, ["labels", "istio.io/dataplane-mode"], "") == "ambient"
+
+# ---------------------------------------------------------------------------
+# mTLS
+
+# Where a PeerAuthentication (model entry) turns STRICT on.
+strict_path(pa) := ["spec", "mtls", "mode"] if {
+	pa.mode == "STRICT"
+} else := ["spec", "portLevelMtls", port] if {
+	port := min({p | some p, m in object.get(pa, "port_modes", {}); m == "STRICT"})
+} else := ["spec", "mtls"]
+
+# The mode a PeerAuthentication's scope effectively had in the base revision:
+# its own mode there, else (UNSET or absent) what it inherited, Istio's default PERMISSIVE last.
+base_scope_mode(pa) := m if {
+	m := base_mtls_scopes[pa.scope_key]
+	is_string(m)
+	m != "UNSET"
+} else := "PERMISSIVE" if {
+	pa.scope == "mesh"
+} else := m if {
+	m := base_namespaces[pa.namespace].mtls.mode
+	is_string(m)
+	m != "UNSET"
+} else := m if {
+	m := base_mtls_scopes.mesh
+	is_string(m)
+	m != "UNSET"
+} else := "PERMISSIVE"
+
+# A STRICT PeerAuthentication of head whose scope was not already STRICT in base
+# (every STRICT one when there is no base).
+introduced_strict contains pa if {
+	some pa in model_peer_authentications
+	pa.strict == true
+	not has_base
+}
+
+introduced_strict contains pa if {
+	some pa in model_peer_authentications
+	pa.strict == true
+	has_base
+	base_scope_mode(pa) != "STRICT"
+}
+
+# Namespaces whose clients a PeerAuthentication's STRICT mode affects.
+scope_namespaces(pa) := nss if {
+	pa.scope == "mesh"
+	nss := {ns |
+		some ns, n in model_namespaces
+		num(object.get(n, "workloads", 0)) > 0
+		not skip_namespace(ns)
+	}
+} else := {pa.namespace}
+
+# How a PeerAuthentication's scope is named in messages.
+scope_text(pa) := "the whole mesh" if pa.scope == "mesh"
+else := sprintf("namespace %s", [pa.namespace]) if pa.scope == "namespace"
+else := sprintf("the selected workloads in namespace %s", [pa.namespace])
+
+# ---------------------------------------------------------------------------
+# evidence
+
+evidence := object.get(input, "evidence", null)
+
+evidence_window := w if {
+	w := evidence.window
+	is_string(w)
+	w != ""
+} else := "the evidence window"
+
+evidence_of(ns) := e if {
+	e := evidence.namespaces[ns]
+	is_object(e)
+}
+
+evidence_total(e) := num(object.get(e, "requests_total", 0)) + num(object.get(e, "tcp_connections_total", 0))
+
+evidence_plaintext(e) := num(object.get(e, "requests_plaintext", 0)) + num(object.get(e, "tcp_connections_plaintext", 0))
+
+# Why a namespace has no usable zero-plaintext evidence; undefined when it has some.
+evidence_problem(ns) := "no evidence was given" if {
+	evidence == null
+} else := "no data in the evidence" if {
+	not evidence_of(ns)
+} else := sprintf("the query failed: %v", [e.error]) if {
+	e := evidence_of(ns)
+	object.get(e, "error", null) != null
+} else := sprintf("no traffic at all in %s, and no data is not evidence", [evidence_window]) if {
+	evidence_total(evidence_of(ns)) == 0
+}

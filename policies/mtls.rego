@@ -1,0 +1,163 @@
+# mTLS rollout: STRICT only after injection, PERMISSIVE, and proof of zero plaintext.
+package meshward.rules.mtls
+
+import rego.v1
+
+import data.meshward.lib
+
+# ---------------------------------------------------------------------------
+# mtls/strict-skips-permissive (error; needs a base revision)
+# STRICT whose scope, in the base revision, was DISABLE or had no sidecars.
+
+findings contains f if {
+	lib.has_base
+	some pa in lib.model_peer_authentications
+	pa.strict == true
+	mode := lib.base_scope_mode(pa)
+	mode != "STRICT"
+	reasons := skip_reasons(pa, mode)
+	count(reasons) > 0
+	f := {
+		"rule": "mtls/strict-skips-permissive",
+		"severity": "error",
+		"resource": pa.resource,
+		"path": lib.strict_path(pa),
+		"message": sprintf(
+			"%s turns on STRICT mTLS for %s, but in the base revision %s: this skips the PERMISSIVE stage, so every client without a sidecar will get no response (curl 000). First merge injection and PERMISSIVE, confirm zero plaintext traffic (meshward check --evidence), then switch to STRICT in a later change.",
+			[lib.display(pa.resource), lib.scope_text(pa), concat(" and ", sort(reasons))],
+		),
+	}
+}
+
+skip_reasons(pa, mode) := {r |
+	some r in array.concat(disabled_reason(mode), not_injected_reason(pa))
+}
+
+disabled_reason(mode) := ["its mTLS mode was DISABLE"] if mode == "DISABLE" else := []
+
+not_injected_reason(pa) := [sprintf("namespace %s was not injected", [pa.namespace])] if {
+	pa.scope != "mesh"
+	not lib.base_namespaces[pa.namespace].injection.enabled == true
+} else := [sprintf("%s %s not injected", [plural_namespaces(nss), lib.plural(count(nss), "was", "were")])] if {
+	pa.scope == "mesh"
+	nss := base_uninjected_namespaces
+	count(nss) > 0
+} else := []
+
+plural_namespaces(nss) := sprintf("%s %s", [lib.plural(count(nss), "namespace", "namespaces"), lib.enumerate(nss, 5)])
+
+base_uninjected_namespaces := {ns |
+	some ns, n in lib.base_namespaces
+	lib.num(object.get(n, "workloads", 0)) > 0
+	not lib.skip_namespace(ns)
+	not n.injection.enabled == true
+	not lib.ambient(n)
+}
+
+# ---------------------------------------------------------------------------
+# mtls/strict-unenforced-workloads (error)
+
+findings contains f if {
+	some pa in lib.model_peer_authentications
+	pa.strict == true
+	unproxied := object.get(pa, "unproxied", [])
+	count(unproxied) > 0
+	total := count(object.get(pa, "workloads", []))
+	f := {
+		"rule": "mtls/strict-unenforced-workloads",
+		"severity": "error",
+		"resource": pa.resource,
+		"path": lib.strict_path(pa),
+		"message": sprintf(
+			"%s requires STRICT mTLS for %s, but %d of its %s %s no Istio proxy (%s): STRICT is not enforced on %s (plaintext is still accepted), and %s calls to STRICT peers will get no response (curl 000). Give %s a sidecar (enable injection, drop sidecar.istio.io/inject: \"false\", roll out) or keep PERMISSIVE until then.",
+			[
+				lib.display(pa.resource), lib.scope_text(pa), count(unproxied),
+				lib.counted(max([total, count(unproxied)]), "workload", "workloads"),
+				lib.plural(count(unproxied), "has", "have"), lib.enumerate_ids(unproxied, 5),
+				lib.plural(count(unproxied), "it", "them"), lib.plural(count(unproxied), "its", "their"),
+				lib.plural(count(unproxied), "it", "them"),
+			],
+		),
+	}
+}
+
+# ---------------------------------------------------------------------------
+# mtls/strict-without-evidence (error)
+# An introduced STRICT scope needs, for every namespace it covers, evidence that
+# traffic flowed and none of it was plaintext.
+
+findings contains f if {
+	some pa in lib.introduced_strict
+	problems := {ns: p |
+		some ns in lib.scope_namespaces(pa)
+		p := lib.evidence_problem(ns)
+	}
+	count(problems) > 0
+	f := {
+		"rule": "mtls/strict-without-evidence",
+		"severity": "error",
+		"resource": pa.resource,
+		"path": lib.strict_path(pa),
+		"message": sprintf(
+			"%s turns on STRICT mTLS for %s without evidence of zero plaintext traffic (%s): without that proof, clients without a sidecar will get no response (curl 000). Keep PERMISSIVE, gather zero-plaintext evidence (meshward check --evidence), then switch to STRICT.",
+			[lib.display(pa.resource), lib.scope_text(pa), problems_text(problems)],
+		),
+	}
+}
+
+problems_text(problems) := "no evidence was given" if lib.evidence == null
+else := sprintf("namespace %s: %s", [ns, p]) if {
+	count(problems) == 1
+	some ns, p in problems
+} else := sprintf("%d namespaces: %s", [count(problems), lib.enumerate([sprintf("%s (%s)", [ns, p]) | some ns, p in problems], 5)])
+
+# ---------------------------------------------------------------------------
+# mtls/plaintext-traffic-present (error)
+
+findings contains f if {
+	some pa in lib.introduced_strict
+	seen := [sprintf("%s: %s", [ns, plaintext_text(e)]) |
+		some ns in lib.scope_namespaces(pa)
+		e := lib.evidence_of(ns)
+		object.get(e, "error", null) == null
+		lib.evidence_plaintext(e) > 0
+	]
+	count(seen) > 0
+	f := {
+		"rule": "mtls/plaintext-traffic-present",
+		"severity": "error",
+		"resource": pa.resource,
+		"path": lib.strict_path(pa),
+		"message": sprintf(
+			"%s turns on STRICT mTLS for %s, but the evidence shows plaintext traffic over %s (%s): under STRICT those clients will get no response (curl 000). Keep PERMISSIVE, give those clients a sidecar, and switch to STRICT once plaintext traffic is zero.",
+			[lib.display(pa.resource), lib.scope_text(pa), lib.evidence_window, lib.enumerate(seen, 5)],
+		),
+	}
+}
+
+plaintext_text(e) := sprintf("%v of %v requests and %v of %v TCP connections without mTLS", [
+	lib.num(object.get(e, "requests_plaintext", 0)),
+	lib.num(object.get(e, "requests_total", 0)),
+	lib.num(object.get(e, "tcp_connections_plaintext", 0)),
+	lib.num(object.get(e, "tcp_connections_total", 0)),
+])
+
+# ---------------------------------------------------------------------------
+# mtls/port-level-requires-selector (error)
+
+findings contains f if {
+	some r in lib.resources("PeerAuthentication")
+	spec := lib.spec_of(r)
+	lib.has_value(spec, "portLevelMtls")
+	not lib.non_empty(lib.get(spec, ["selector", "matchLabels"], null))
+	f := {
+		"rule": "mtls/port-level-requires-selector",
+		"severity": "error",
+		"resource": r.id,
+		"path": ["spec", "portLevelMtls"],
+		"message": sprintf(
+			"PeerAuthentication %s/%s sets portLevelMtls without a non-empty spec.selector.matchLabels: Istio rejects it (port-level mTLS needs a workload selector), so none of its port or namespace settings take effect. Add spec.selector.matchLabels naming the workloads whose ports it configures.",
+			[r.namespace, r.name],
+		),
+	}
+}

@@ -1,0 +1,324 @@
+package meshward.rules.mtls_test
+
+import rego.v1
+
+import data.meshward.rules.mtls
+
+# ---------------------------------------------------------------------------
+# builders
+
+ns(name, injected, mode, nworkloads) := {
+	"name": name,
+	"declared": true,
+	"resource": sprintf("Namespace/%s", [name]),
+	"labels": {},
+	"injection": {"enabled": injected, "via": null, "revision": null, "explicitly_disabled": false, "conflict": false},
+	"mtls": {"mode": mode, "source": null},
+	"workloads": nworkloads,
+	"workloads_with_proxy": 0,
+}
+
+# A namespace-wide PeerAuthentication "default" in namespace n.
+pa_ns(n, mode, extra) := object.union(
+	{
+		"resource": sprintf("PeerAuthentication/%s/default", [n]),
+		"namespace": n,
+		"scope": "namespace",
+		"scope_key": sprintf("namespace:%s", [n]),
+		"mode": mode,
+		"port_modes": {},
+		"strict": mode == "STRICT",
+		"workloads": [sprintf("Deployment/%s/app", [n])],
+		"unproxied": [],
+	},
+	extra,
+)
+
+pa_mesh(mode) := {
+	"resource": "PeerAuthentication/istio-system/default",
+	"namespace": "istio-system",
+	"scope": "mesh",
+	"scope_key": "mesh",
+	"mode": mode,
+	"port_modes": {},
+	"strict": mode == "STRICT",
+	"workloads": [],
+	"unproxied": [],
+}
+
+model(namespaces, pas, scopes) := {
+	"namespaces": namespaces,
+	"workloads": [],
+	"workload_entries": [],
+	"selectors": [],
+	"peer_authentications": pas,
+	"service_accounts": {},
+	"mtls_scopes": scopes,
+}
+
+mk_input(head, base, evidence) := {
+	"resources": [],
+	"by_kind": {},
+	"model": head,
+	"base": base,
+	"evidence": evidence,
+	"config": {"mesh": {"root_namespace": "istio-system", "trust_domain": "cluster.local"}},
+}
+
+good_evidence(namespaces) := {
+	"taken_at": "2026-11-30T12:00:00Z",
+	"window": "7d",
+	"source": "prometheus https://prometheus.example",
+	"namespaces": {n: {
+		"requests_total": 1200, "requests_plaintext": 0,
+		"tcp_connections_total": 40, "tcp_connections_plaintext": 0,
+		"query": "q", "error": null,
+	} |
+		some n in namespaces
+	},
+}
+
+rules_of(fs, rule) := {f | some f in fs; f.rule == rule}
+
+strict_head := model(
+	{"shop": ns("shop", true, "STRICT", 2)},
+	[pa_ns("shop", "STRICT", {})],
+	{"namespace:shop": "STRICT"},
+)
+
+# ---------------------------------------------------------------------------
+# mtls/strict-skips-permissive
+
+test_skips_permissive_from_uninjected_namespace if {
+	base := model({"shop": ns("shop", false, "PERMISSIVE", 2)}, [], {})
+	fs := rules_of(mtls.findings, "mtls/strict-skips-permissive") with input as mk_input(strict_head, base, good_evidence(["shop"]))
+	count(fs) == 1
+	some f in fs
+	f.severity == "error"
+	f.resource == "PeerAuthentication/shop/default"
+	f.path == ["spec", "mtls", "mode"]
+	contains(f.message, "namespace shop was not injected")
+	contains(f.message, "curl 000")
+}
+
+test_skips_permissive_from_disable if {
+	base := model(
+		{"shop": ns("shop", true, "DISABLE", 2)},
+		[pa_ns("shop", "DISABLE", {})],
+		{"namespace:shop": "DISABLE"},
+	)
+	some f in mtls.findings with input as mk_input(strict_head, base, good_evidence(["shop"]))
+	f.rule == "mtls/strict-skips-permissive"
+	contains(f.message, "DISABLE")
+}
+
+test_skips_permissive_namespace_absent_from_base if {
+	base := model({}, [], {})
+	some f in mtls.findings with input as mk_input(strict_head, base, good_evidence(["shop"]))
+	f.rule == "mtls/strict-skips-permissive"
+}
+
+test_skips_permissive_unset_scope_inherits_namespace_disable if {
+	base := model(
+		{"shop": ns("shop", true, "DISABLE", 2)},
+		[pa_ns("shop", "UNSET", {})],
+		{"namespace:shop": "UNSET", "mesh": "DISABLE"},
+	)
+	some f in mtls.findings with input as mk_input(strict_head, base, good_evidence(["shop"]))
+	f.rule == "mtls/strict-skips-permissive"
+}
+
+test_skips_permissive_quiet_after_permissive_stage if {
+	base := model(
+		{"shop": ns("shop", true, "PERMISSIVE", 2)},
+		[pa_ns("shop", "PERMISSIVE", {})],
+		{"namespace:shop": "PERMISSIVE"},
+	)
+	count(rules_of(mtls.findings, "mtls/strict-skips-permissive")) == 0 with input as mk_input(strict_head, base, good_evidence(["shop"]))
+}
+
+test_skips_permissive_quiet_when_already_strict if {
+	base := model({"shop": ns("shop", false, "STRICT", 2)}, [pa_ns("shop", "STRICT", {})], {"namespace:shop": "STRICT"})
+	count(rules_of(mtls.findings, "mtls/strict-skips-permissive")) == 0 with input as mk_input(strict_head, base, null)
+}
+
+test_skips_permissive_quiet_without_base if {
+	count(rules_of(mtls.findings, "mtls/strict-skips-permissive")) == 0 with input as mk_input(strict_head, null, null)
+}
+
+test_skips_permissive_mesh_scope if {
+	head := model(
+		{"shop": ns("shop", true, "STRICT", 2), "web": ns("web", true, "STRICT", 1)},
+		[pa_mesh("STRICT")],
+		{"mesh": "STRICT"},
+	)
+	base := model(
+		{"shop": ns("shop", true, "PERMISSIVE", 2), "web": ns("web", false, "PERMISSIVE", 1), "kube-system": ns("kube-system", false, "PERMISSIVE", 3)},
+		[],
+		{},
+	)
+	fs := rules_of(mtls.findings, "mtls/strict-skips-permissive") with input as mk_input(head, base, good_evidence(["shop", "web"]))
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "namespace web was not injected")
+	not contains(f.message, "kube-system")
+}
+
+test_skips_permissive_mesh_scope_quiet_when_all_injected if {
+	head := model({"shop": ns("shop", true, "STRICT", 2)}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
+	base := model({"shop": ns("shop", true, "PERMISSIVE", 2)}, [], {})
+	count(rules_of(mtls.findings, "mtls/strict-skips-permissive")) == 0 with input as mk_input(head, base, good_evidence(["shop"]))
+}
+
+# ---------------------------------------------------------------------------
+# mtls/strict-unenforced-workloads
+
+test_unenforced_workloads_fires if {
+	head := model(
+		{"shop": ns("shop", true, "STRICT", 2)},
+		[pa_ns("shop", "STRICT", {"workloads": ["Deployment/shop/app", "Deployment/shop/legacy"], "unproxied": ["Deployment/shop/legacy"]})],
+		{"namespace:shop": "STRICT"},
+	)
+	fs := rules_of(mtls.findings, "mtls/strict-unenforced-workloads") with input as mk_input(head, null, null)
+	count(fs) == 1
+	some f in fs
+	f.severity == "error"
+	contains(f.message, "1 of its 2 workloads")
+	contains(f.message, "Deployment shop/legacy")
+	contains(f.message, "curl 000")
+}
+
+test_unenforced_workloads_port_level_path if {
+	head := model(
+		{"shop": ns("shop", true, "PERMISSIVE", 1)},
+		[pa_ns("shop", "UNSET", {"strict": true, "port_modes": {"8080": "STRICT", "9090": "DISABLE"}, "unproxied": ["Deployment/shop/app"]})],
+		{},
+	)
+	some f in mtls.findings with input as mk_input(head, null, null)
+	f.rule == "mtls/strict-unenforced-workloads"
+	f.path == ["spec", "portLevelMtls", "8080"]
+}
+
+test_unenforced_workloads_quiet if {
+	head := model(
+		{"shop": ns("shop", false, "PERMISSIVE", 2)},
+		[pa_ns("shop", "STRICT", {}), pa_ns("web", "PERMISSIVE", {"unproxied": ["Deployment/web/app"]})],
+		{},
+	)
+	count(rules_of(mtls.findings, "mtls/strict-unenforced-workloads")) == 0 with input as mk_input(head, null, null)
+}
+
+# ---------------------------------------------------------------------------
+# mtls/strict-without-evidence
+
+test_without_evidence_no_file if {
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(strict_head, null, null)
+	count(fs) == 1
+	some f in fs
+	f.severity == "error"
+	contains(f.message, "no evidence was given")
+	contains(f.message, "meshward check --evidence")
+}
+
+test_without_evidence_zero_traffic if {
+	ev := object.union(good_evidence(["shop"]), {"namespaces": {"shop": {"requests_total": 0, "tcp_connections_total": 0}}})
+	some f in mtls.findings with input as mk_input(strict_head, null, ev)
+	f.rule == "mtls/strict-without-evidence"
+	contains(f.message, "no traffic at all in 7d")
+}
+
+test_without_evidence_missing_namespace_and_error if {
+	head := model(
+		{"shop": ns("shop", true, "STRICT", 2), "web": ns("web", true, "STRICT", 1), "cart": ns("cart", true, "STRICT", 1), "empty": ns("empty", true, "STRICT", 0)},
+		[pa_mesh("STRICT")],
+		{"mesh": "STRICT"},
+	)
+	ev := object.union(good_evidence(["shop", "web"]), {"namespaces": {"web": {"error": "timeout"}}})
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, null, ev)
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "cart (no data in the evidence)")
+	contains(f.message, "web (the query failed: timeout)")
+	not contains(f.message, "shop (")
+	not contains(f.message, "empty")
+}
+
+test_without_evidence_quiet_with_evidence if {
+	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(strict_head, null, good_evidence(["shop"]))
+}
+
+test_without_evidence_quiet_when_not_introduced if {
+	base := model({"shop": ns("shop", true, "STRICT", 2)}, [pa_ns("shop", "STRICT", {})], {"namespace:shop": "STRICT"})
+	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(strict_head, base, null)
+}
+
+test_without_evidence_workload_scope_inherits_strict_namespace if {
+	head := model(
+		{"shop": ns("shop", true, "STRICT", 2)},
+		[pa_ns("shop", "STRICT", {"resource": "PeerAuthentication/shop/cart", "scope": "workload", "scope_key": "workload:shop:app=cart"})],
+		{"workload:shop:app=cart": "STRICT"},
+	)
+	base := model({"shop": ns("shop", true, "STRICT", 2)}, [], {"namespace:shop": "STRICT"})
+	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(head, base, null)
+}
+
+# ---------------------------------------------------------------------------
+# mtls/plaintext-traffic-present
+
+test_plaintext_present_fires if {
+	ev := object.union(good_evidence(["shop"]), {"namespaces": {"shop": {"requests_plaintext": 12, "tcp_connections_plaintext": 3}}})
+	fs := rules_of(mtls.findings, "mtls/plaintext-traffic-present") with input as mk_input(strict_head, null, ev)
+	count(fs) == 1
+	some f in fs
+	f.severity == "error"
+	contains(f.message, "12 of 1200 requests and 3 of 40 TCP connections")
+	contains(f.message, "over 7d")
+	contains(f.message, "curl 000")
+}
+
+test_plaintext_present_quiet_with_zero_plaintext if {
+	count(rules_of(mtls.findings, "mtls/plaintext-traffic-present")) == 0 with input as mk_input(strict_head, null, good_evidence(["shop"]))
+}
+
+test_plaintext_present_quiet_when_not_introduced if {
+	ev := object.union(good_evidence(["shop"]), {"namespaces": {"shop": {"requests_plaintext": 12}}})
+	base := model({"shop": ns("shop", true, "STRICT", 2)}, [pa_ns("shop", "STRICT", {})], {"namespace:shop": "STRICT"})
+	count(rules_of(mtls.findings, "mtls/plaintext-traffic-present")) == 0 with input as mk_input(strict_head, base, ev)
+}
+
+# ---------------------------------------------------------------------------
+# mtls/port-level-requires-selector
+
+pa_resource(spec) := {
+	"id": "PeerAuthentication/shop/ports",
+	"apiVersion": "security.istio.io/v1",
+	"kind": "PeerAuthentication",
+	"namespace": "shop",
+	"name": "ports",
+	"body": {"apiVersion": "security.istio.io/v1", "kind": "PeerAuthentication", "metadata": {"name": "ports", "namespace": "shop"}, "spec": spec},
+	"file": "pa.yaml",
+	"line": 1,
+}
+
+test_port_level_without_selector_fires if {
+	inp := object.union(
+		mk_input(model({}, [], {}), null, null),
+		{"by_kind": {"PeerAuthentication": [pa_resource({"portLevelMtls": {"8080": {"mode": "DISABLE"}}, "selector": {"matchLabels": {}}})]}},
+	)
+	fs := rules_of(mtls.findings, "mtls/port-level-requires-selector") with input as inp
+	count(fs) == 1
+	some f in fs
+	f.severity == "error"
+	f.path == ["spec", "portLevelMtls"]
+}
+
+test_port_level_with_selector_quiet if {
+	inp := object.union(
+		mk_input(model({}, [], {}), null, null),
+		{"by_kind": {"PeerAuthentication": [
+			pa_resource({"portLevelMtls": {"8080": {"mode": "DISABLE"}}, "selector": {"matchLabels": {"app": "cart"}}}),
+			pa_resource({"mtls": {"mode": "STRICT"}}),
+		]}},
+	)
+	count(rules_of(mtls.findings, "mtls/port-level-requires-selector")) == 0 with input as inp
+}

@@ -1,0 +1,75 @@
+# WorkloadEntry: servers outside Kubernetes registered as mesh members.
+package meshward.rules.workloadentry
+
+import rego.v1
+
+import data.meshward.lib
+
+# ---------------------------------------------------------------------------
+# workloadentry/unselected (warning)
+
+findings contains f if {
+	some we in lib.model_workload_entries
+	count(lib.array_of(object.get(we, "selected_by", []))) == 0
+	f := {
+		"rule": "workloadentry/unselected",
+		"severity": "warning",
+		"resource": we.id,
+		"path": ["metadata", "labels"],
+		"message": sprintf(
+			"%s (labels %s) is selected by no ServiceEntry: it is registered but has no host name to be called by, so no traffic reaches it%s. Add a ServiceEntry whose spec.workloadSelector.labels match its metadata.labels, or fix the labels.",
+			[lib.display(we.id), lib.labels_text(we.labels), nearby_text(we)],
+		),
+	}
+}
+
+# ServiceEntry selectors per namespace, named to help spot a near-miss.
+se_selectors_in[s.namespace] contains sprintf("%s selects %s", [lib.display(s.resource), lib.labels_text(s.labels)]) if {
+	some s in lib.model_selectors
+	s.kind == "ServiceEntry"
+	s.scope == "workload"
+}
+
+nearby_text(we) := sprintf(" (in namespace %s, %s)", [we.namespace, lib.enumerate(nearby, 3)]) if {
+	nearby := se_selectors_in[we.namespace]
+	count(nearby) > 0
+} else := ""
+
+# ---------------------------------------------------------------------------
+# workloadentry/address-required (error)
+
+findings contains f if {
+	some r in lib.resources("WorkloadEntry")
+	spec := lib.spec_of(r)
+	not lib.has_value(spec, "address")
+	not lib.has_value(spec, "network")
+	f := {
+		"rule": "workloadentry/address-required",
+		"severity": "error",
+		"resource": r.id,
+		"path": ["spec", "address"],
+		"message": sprintf(
+			"WorkloadEntry %s/%s has neither spec.address nor spec.network: the API server rejects it (address or network is required), so this server never joins the mesh. Set spec.address to the server's IP address or host name.",
+			[r.namespace, r.name],
+		),
+	}
+}
+
+# ---------------------------------------------------------------------------
+# workloadentry/invalid-address (error)
+
+findings contains f if {
+	some we in lib.model_workload_entries
+	problem := we.address_problem
+	problem != null
+	f := {
+		"rule": "workloadentry/invalid-address",
+		"severity": "error",
+		"resource": we.id,
+		"path": ["spec", "address"],
+		"message": sprintf(
+			"%s has address %s, which %s: the API server accepts it (the CRD does not check the form) but it is not a valid FQDN or IP address, so traffic meant for this server cannot reach it. Use a bare IP address, a host name, or a unix:// socket path.",
+			[lib.display(we.id), json.marshal(we.address), problem],
+		),
+	}
+}

@@ -1,0 +1,114 @@
+# WorkloadGroup: the "pod template" of VMs joining the mesh.
+package meshward.rules.workloadgroup
+
+import rego.v1
+
+import data.meshward.lib
+
+probe_methods := ["httpGet", "tcpSocket", "exec", "grpc"]
+
+group_name(r) := sprintf("WorkloadGroup %s/%s", [r.namespace, r.name])
+
+# ---------------------------------------------------------------------------
+# workloadgroup/template-required (error)
+
+findings contains f if {
+	some r in lib.resources("WorkloadGroup")
+	not is_object(lib.get(lib.spec_of(r), "template", null))
+	f := {
+		"rule": "workloadgroup/template-required",
+		"severity": "error",
+		"resource": r.id,
+		"path": ["spec", "template"],
+		"message": sprintf(
+			"%s has no spec.template: the API server rejects it, so no VM can be configured from it (its labels, service account and ports come from the template). Add spec.template with the labels and serviceAccount its VMs run as.",
+			[group_name(r)],
+		),
+	}
+}
+
+# ---------------------------------------------------------------------------
+# workloadgroup/probe-multiple-methods (error)
+
+probe_of(r) := p if {
+	p := lib.spec_of(r).probe
+	is_object(p)
+}
+
+findings contains f if {
+	some r in lib.resources("WorkloadGroup")
+	probe := probe_of(r)
+	used := [m | some m in probe_methods; lib.get(probe, m, null) != null]
+	count(used) > 1
+	f := {
+		"rule": "workloadgroup/probe-multiple-methods",
+		"severity": "error",
+		"resource": r.id,
+		"path": ["spec", "probe"],
+		"message": sprintf(
+			"%s has a probe that sets %s: a probe may use only one of httpGet, tcpSocket, exec and grpc, so Istio rejects the group and its VMs get no health check. Keep one method.",
+			[group_name(r), concat(" and ", used)],
+		),
+	}
+}
+
+# ---------------------------------------------------------------------------
+# workloadgroup/probe-incomplete (error)
+
+valid_port(n) if {
+	is_number(n)
+	n >= 1
+	n <= 65535
+	n == floor(n)
+}
+
+incomplete[r.id] contains [path, problem] if {
+	some r in lib.resources("WorkloadGroup")
+	probe := probe_of(r)
+	some m in ["httpGet", "tcpSocket"]
+	action := lib.get(probe, m, null)
+	action != null
+	port := lib.get(action, "port", null)
+	not valid_port(port)
+	path := ["spec", "probe", m, "port"]
+	problem := port_problem(m, port)
+}
+
+incomplete[r.id] contains [path, problem] if {
+	some r in lib.resources("WorkloadGroup")
+	probe := probe_of(r)
+	action := lib.get(probe, "exec", null)
+	action != null
+	not lib.non_empty(lib.array_of(lib.get(action, "command", null)))
+	path := ["spec", "probe", "exec", "command"]
+	problem := "exec has no command"
+}
+
+incomplete[r.id] contains [path, problem] if {
+	some r in lib.resources("WorkloadGroup")
+	probe := probe_of(r)
+	scheme := lib.get(lib.get(probe, "httpGet", null), "scheme", null)
+	scheme != null
+	not scheme in {"HTTP", "HTTPS"}
+	path := ["spec", "probe", "httpGet", "scheme"]
+	problem := sprintf("httpGet.scheme is %s (only HTTP or HTTPS)", [json.marshal(scheme)])
+}
+
+port_problem(m, null) := sprintf("%s has no port", [m])
+
+port_problem(m, port) := sprintf("%s.port %s is not in 1..65535", [m, json.marshal(port)]) if port != null
+
+findings contains f if {
+	some r in lib.resources("WorkloadGroup")
+	some [path, problem] in incomplete[r.id]
+	f := {
+		"rule": "workloadgroup/probe-incomplete",
+		"severity": "error",
+		"resource": r.id,
+		"path": path,
+		"message": sprintf(
+			"%s has an incomplete probe (%s), so Istio rejects the group and its VMs get no health check. httpGet and tcpSocket need a port in 1..65535, exec needs a command.",
+			[group_name(r), problem],
+		),
+	}
+}

@@ -1,0 +1,439 @@
+//! The pipeline: (base, head) trees → findings with status, and coverage. The CLI and
+//! the service both call [`analyze`].
+
+use crate::config::{RepoConfig, CONFIG_FILE};
+use crate::evidence::Evidence;
+use crate::finding::{sort_findings, FailOn, Finding, Severity, Status};
+use crate::manifest::{self, input_finding, Limits, Resource, SourceFile};
+use crate::model::{self, coverage, Model};
+use crate::policy::{self, Policies, PolicySource, RawFinding};
+use crate::report::{CoverageReport, Report, RevisionSummary, Summary, Suppressed, Verdict};
+use crate::workspace::Tree;
+use anyhow::Result;
+use chrono::NaiveDate;
+use std::collections::HashMap;
+
+pub const REPO_POLICY_DIR: &str = ".meshward/policies/";
+
+/// A revision to check.
+pub struct Revision<'a> {
+    /// What to call it in reports: a commit id, or "working tree".
+    pub label: String,
+    pub tree: &'a Tree,
+}
+
+pub struct Options {
+    /// Policies given on the command line: trusted like the built-ins.
+    pub extra_policies: Vec<PolicySource>,
+    pub evidence: Option<Evidence>,
+    /// Overrides the config file's `fail_on`.
+    pub fail_on: Option<FailOn>,
+    /// The day exceptions are judged against.
+    pub today: NaiveDate,
+    pub limits: Limits,
+}
+
+/// Something that stops a check as a whole (exit code 2); everything else is a finding.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+struct Evaluated {
+    resources: Vec<Resource>,
+    findings: Vec<Finding>,
+    model: Model,
+    summary: RevisionSummary,
+}
+
+pub fn analyze(base: Option<Revision>, head: Revision, opts: &Options) -> Result<Report, CheckError> {
+    // Config and repository policies come from base: a change cannot waive itself.
+    let config_tree = base.as_ref().map(|b| b.tree).unwrap_or(head.tree);
+    let config = match config_tree.get(CONFIG_FILE) {
+        Some(f) => RepoConfig::parse(&String::from_utf8_lossy(&f.bytes))?,
+        None => RepoConfig::default(),
+    };
+    let repo_policies: Vec<PolicySource> = config_tree
+        .files
+        .iter()
+        .filter(|f| f.path.starts_with(REPO_POLICY_DIR) && f.path.ends_with(".rego"))
+        .map(|f| PolicySource {
+            path: f.path.clone(),
+            text: String::from_utf8_lossy(&f.bytes).into_owned(),
+        })
+        .collect();
+    let mut trusted = policy::builtin();
+    trusted.extend(opts.extra_policies.iter().cloned());
+    let policies = Policies::compile(&trusted, &repo_policies)?;
+
+    let mut notes = Vec::new();
+    if let Some(b) = &base {
+        if policy_files_differ(b.tree, head.tree) {
+            notes.push(format!(
+                "This change edits {REPO_POLICY_DIR} or {CONFIG_FILE}; policies, rules and exceptions are read from the base revision, so the edits take effect after merge."
+            ));
+        }
+    } else {
+        notes.push(
+            "No base revision: every finding is `existing`, and the rules about a change (mtls/strict-skips-permissive, injection/rollout-required) were not evaluated."
+                .to_string(),
+        );
+    }
+    if opts.evidence.is_none() {
+        notes.push("No telemetry evidence was given: STRICT mTLS cannot be shown safe (--evidence).".to_string());
+    }
+
+    let base_loaded = base.as_ref().map(|b| load_revision(b, &config, opts, None));
+    let base_model = base_loaded.as_ref().map(|(_, m)| m.clone());
+    let head_loaded = load_revision(&head, &config, opts, base_model.as_ref());
+
+    let evaluate = |loaded: (manifest::Loaded, Model), base_model: Option<&Model>, label: &str| {
+        evaluate_revision(loaded, base_model, label, &policies, &config, opts)
+    };
+    let (head_eval, base_eval) = rayon::join(
+        || evaluate(head_loaded, base_model.as_ref(), &head.label),
+        || {
+            base_loaded.map(|loaded| {
+                // Base is judged against itself: nothing in it is "introduced".
+                let own = loaded.1.clone();
+                evaluate(loaded, Some(&own), &base.as_ref().map(|b| b.label.clone()).unwrap_or_default())
+            })
+        },
+    );
+
+    let mut findings = match &base_eval {
+        Some(b) => diff(&b.findings, &head_eval.findings),
+        None => head_eval.findings.clone(),
+    };
+    for p in &policies.problems {
+        findings.push(input_finding("policy/error", Severity::Error, &p.file, 1, p.message.clone()));
+    }
+    let suppressed = apply_exceptions(&mut findings, &config, opts.today);
+    sort_findings(&mut findings);
+
+    let fail_on = opts.fail_on.or(config.fail_on).unwrap_or(FailOn::Error);
+    let gating = |f: &&Finding| match f.status {
+        Status::Introduced => true,
+        Status::Existing => base.is_none(),
+        Status::Resolved => false,
+    };
+    let blocking = findings.iter().filter(gating).filter(|f| fail_on.blocks(f.severity)).count();
+    let live = |s: Severity| findings.iter().filter(|f| f.status != Status::Resolved && f.severity == s).count();
+    let summary = Summary {
+        verdict: if blocking > 0 { Verdict::Fail } else { Verdict::Pass },
+        fail_on,
+        blocking,
+        introduced: findings.iter().filter(|f| f.status == Status::Introduced).count(),
+        existing: findings.iter().filter(|f| f.status == Status::Existing).count(),
+        resolved: findings.iter().filter(|f| f.status == Status::Resolved).count(),
+        errors: live(Severity::Error),
+        warnings: live(Severity::Warning),
+        infos: live(Severity::Info),
+        suppressed: suppressed.len(),
+        policies: policies.count,
+        head: head_eval.summary.clone(),
+        base: base_eval.as_ref().map(|b| b.summary.clone()),
+        notes,
+    };
+    Ok(Report {
+        findings,
+        suppressed,
+        coverage: CoverageReport {
+            base: base_eval.as_ref().map(|b| coverage::of(&b.model)),
+            head: coverage::of(&head_eval.model),
+        },
+        summary,
+        models: crate::report::Models {
+            head: head_eval.model,
+            base: base_eval.map(|b| b.model),
+            head_resources: head_eval.resources.iter().map(|r| r.id.clone()).collect(),
+        },
+    })
+}
+
+fn policy_files_differ(base: &Tree, head: &Tree) -> bool {
+    let pick = |t: &Tree| -> Vec<(String, Vec<u8>)> {
+        t.files
+            .iter()
+            .filter(|f| f.path == CONFIG_FILE || f.path.starts_with(REPO_POLICY_DIR))
+            .map(|f| (f.path.clone(), f.bytes.clone()))
+            .collect()
+    };
+    pick(base) != pick(head)
+}
+
+/// Is this file a manifest of the checked tree (not config, not policy)?
+fn is_manifest(f: &SourceFile, config: &RepoConfig) -> bool {
+    let lower = f.path.to_ascii_lowercase();
+    (lower.ends_with(".yaml") || lower.ends_with(".yml"))
+        && f.path != CONFIG_FILE
+        && !f.path.starts_with(".meshward/")
+        && config.path_selected(&f.path)
+}
+
+fn load_revision(rev: &Revision, config: &RepoConfig, opts: &Options, base: Option<&Model>) -> (manifest::Loaded, Model) {
+    let files: Vec<SourceFile> = rev
+        .tree
+        .files
+        .iter()
+        .filter(|f| is_manifest(f, config))
+        .cloned()
+        .collect();
+    let mut loaded = manifest::load(&files, &opts.limits);
+    for (path, size) in &rev.tree.oversized {
+        if config.path_selected(path) {
+            loaded.findings.push(input_finding(
+                "manifest/limit-exceeded",
+                Severity::Error,
+                path,
+                1,
+                format!("file is {size} bytes, over the size limit; nothing in it was checked, so its mesh config is unverified"),
+            ));
+        }
+    }
+    for path in &rev.tree.symlinks {
+        if config.path_selected(path) {
+            loaded.findings.push(input_finding(
+                "manifest/symlink-not-followed",
+                Severity::Warning,
+                path,
+                1,
+                "this YAML file is a symbolic link; meshward does not follow links (one could point outside the repository), so what it points at was not checked".to_string(),
+            ));
+        }
+    }
+    let model = model::build(&loaded.resources, &config.mesh, base);
+    (loaded, model)
+}
+
+fn evaluate_revision(
+    (loaded, model): (manifest::Loaded, Model),
+    base_model: Option<&Model>,
+    label: &str,
+    policies: &Policies,
+    config: &RepoConfig,
+    opts: &Options,
+) -> Evaluated {
+    let input = build_input(&loaded.resources, &model, base_model, opts.evidence.as_ref(), config);
+    let (raw, problems) = policies.evaluate(input);
+    let by_id: HashMap<&str, &Resource> = loaded.resources.iter().map(|r| (r.id.as_str(), r)).collect();
+    let mut findings = loaded.findings;
+    for p in problems {
+        findings.push(input_finding("policy/error", Severity::Error, &p.file, 1, p.message));
+    }
+    for raw in raw {
+        match to_finding(raw, &by_id, config) {
+            Ok(Some(f)) => findings.push(f),
+            Ok(None) => {}
+            Err(message) => findings.push(input_finding("policy/error", Severity::Error, "(policy)", 1, message)),
+        }
+    }
+    // Policies may return the same finding through two rule bodies.
+    findings.sort_by(|a, b| a.identity().cmp(&b.identity()).then(a.message.cmp(&b.message)));
+    findings.dedup_by(|a, b| a.identity() == b.identity() && a.message == b.message);
+    Evaluated {
+        summary: RevisionSummary {
+            revision: label.to_string(),
+            files: loaded.files,
+            resources: loaded.resources.len(),
+            skipped_documents: loaded.skipped_documents,
+        },
+        resources: loaded.resources,
+        findings,
+        model,
+    }
+}
+
+fn to_finding(raw: RawFinding, by_id: &HashMap<&str, &Resource>, config: &RepoConfig) -> Result<Option<Finding>, String> {
+    let Some(mut severity) = Severity::parse(&raw.severity) else {
+        return Err(format!(
+            "rule {} returned severity {:?}; it must be error, warning or info",
+            raw.rule, raw.severity
+        ));
+    };
+    if let Some(setting) = config.rules.get(&raw.rule) {
+        match setting.severity() {
+            None => return Ok(None),
+            Some(s) => severity = s,
+        }
+    }
+    let resource = match raw.resource.as_deref() {
+        Some(id) => Some(by_id.get(id).copied().ok_or_else(|| {
+            format!("rule {} named resource {id:?}, which is not in the checked tree: {}", raw.rule, raw.message)
+        })?),
+        None => None,
+    };
+    Ok(Some(Finding {
+        rule: raw.rule,
+        severity,
+        status: Status::Existing,
+        resource: resource.map(Resource::reference),
+        file: resource.map(|r| r.file.clone()).unwrap_or_default(),
+        line: resource.map(|r| r.line_of(&raw.path)).unwrap_or(0),
+        path: raw.path,
+        message: raw.message,
+        istio_code: raw.istio_code,
+    }))
+}
+
+/// Marks each head finding introduced or existing, and adds base-only ones as resolved.
+fn diff(base: &[Finding], head: &[Finding]) -> Vec<Finding> {
+    let mut remaining: HashMap<(String, String, String), usize> = HashMap::new();
+    for f in base {
+        *remaining.entry(f.identity()).or_default() += 1;
+    }
+    let mut out = Vec::with_capacity(head.len());
+    for f in head {
+        let mut f = f.clone();
+        f.status = match remaining.get_mut(&f.identity()) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                Status::Existing
+            }
+            _ => Status::Introduced,
+        };
+        out.push(f);
+    }
+    let mut head_left: HashMap<(String, String, String), usize> = HashMap::new();
+    for f in head {
+        *head_left.entry(f.identity()).or_default() += 1;
+    }
+    for f in base {
+        match head_left.get_mut(&f.identity()) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => {
+                let mut f = f.clone();
+                f.status = Status::Resolved;
+                out.push(f);
+            }
+        }
+    }
+    out
+}
+
+fn glob_matches(pattern: &str, value: &str) -> bool {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .build()
+        .map(|g| g.compile_matcher().is_match(value))
+        .unwrap_or(false)
+}
+
+/// Removes findings an exception covers; reports expired and unused exceptions.
+fn apply_exceptions(findings: &mut Vec<Finding>, config: &RepoConfig, today: NaiveDate) -> Vec<Suppressed> {
+    let mut suppressed = Vec::new();
+    let mut used = vec![false; config.exceptions.len()];
+    let mut kept = Vec::with_capacity(findings.len());
+    for f in findings.drain(..) {
+        let subject = f.resource.as_ref().map(|r| r.id()).unwrap_or_else(|| f.file.clone());
+        let hit = config.exceptions.iter().enumerate().find(|(_, e)| {
+            glob_matches(&e.rule, &f.rule) && glob_matches(&e.resource, &subject)
+        });
+        match hit {
+            Some((i, e)) => {
+                used[i] = true;
+                if e.expires >= today {
+                    suppressed.push(Suppressed {
+                        finding: f,
+                        reason: e.reason.clone(),
+                        expires: e.expires,
+                    });
+                } else {
+                    kept.push(f);
+                }
+            }
+            None => kept.push(f),
+        }
+    }
+    for (i, e) in config.exceptions.iter().enumerate() {
+        let line = config.exception_lines.get(i).copied().unwrap_or(1);
+        if e.expires < today {
+            kept.push(input_finding(
+                "exception/expired",
+                Severity::Warning,
+                CONFIG_FILE,
+                line,
+                format!(
+                    "the exception for {} on {} expired on {} and no longer applies (reason given: {}); fix the finding or renew the exception with a new date",
+                    e.rule, e.resource, e.expires, e.reason
+                ),
+            ));
+        } else if !used[i] {
+            kept.push(input_finding(
+                "exception/unused",
+                Severity::Info,
+                CONFIG_FILE,
+                line,
+                format!(
+                    "the exception for {} on {} matches no finding; remove it, or fix its rule id or resource (Kind/namespace/name)",
+                    e.rule, e.resource
+                ),
+            ));
+        }
+    }
+    *findings = kept;
+    suppressed
+}
+
+/// The Rego input: resources (shared between `resources` and `by_kind`), models,
+/// evidence and mesh config. See docs/policy-input.md.
+fn build_input(
+    resources: &[Resource],
+    model: &Model,
+    base: Option<&Model>,
+    evidence: Option<&Evidence>,
+    config: &RepoConfig,
+) -> regorus::Value {
+    use regorus::Value;
+    let mut all = Vec::with_capacity(resources.len());
+    let mut by_kind: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for r in resources {
+        let v = Value::from(serde_json::json!({
+            "id": r.id,
+            "apiVersion": r.api_version,
+            "kind": r.kind,
+            "namespace": r.namespace,
+            "name": r.name,
+            "body": r.body,
+            "file": r.file,
+            "line": r.line,
+        }));
+        by_kind.entry(r.kind.clone()).or_default().push(v.clone());
+        all.push(v);
+    }
+    let to_value = |j: serde_json::Value| Value::from(j);
+    let mut input = Value::new_object();
+    if let Ok(map) = input.as_object_mut() {
+        map.insert(Value::from("resources"), Value::from(all));
+        let mut kinds = Value::new_object();
+        if let Ok(k) = kinds.as_object_mut() {
+            for (kind, list) in by_kind {
+                k.insert(Value::from(kind), Value::from(list));
+            }
+        }
+        map.insert(Value::from("by_kind"), kinds);
+        map.insert(
+            Value::from("model"),
+            to_value(serde_json::to_value(model).unwrap_or_default()),
+        );
+        map.insert(
+            Value::from("base"),
+            base.map(|b| to_value(serde_json::to_value(b).unwrap_or_default()))
+                .unwrap_or(Value::Null),
+        );
+        map.insert(
+            Value::from("evidence"),
+            evidence
+                .map(|e| to_value(serde_json::to_value(e).unwrap_or_default()))
+                .unwrap_or(Value::Null),
+        );
+        map.insert(
+            Value::from("config"),
+            to_value(serde_json::json!({ "mesh": config.mesh })),
+        );
+    }
+    input
+}

@@ -1,0 +1,110 @@
+//! meshward: finds Kubernetes and Istio config that is wrong or applies nowhere.
+//!
+//! The pipeline: [`workspace`] materializes revisions, [`manifest`] parses them with
+//! source lines, [`model`] builds the mesh model, [`policy`] evaluates Rego over it,
+//! [`analysis`] diffs base and head, [`report`] renders the result.
+
+pub mod analysis;
+pub mod config;
+pub mod evidence;
+pub mod finding;
+pub mod manifest;
+pub mod model;
+pub mod policy;
+pub mod report;
+pub mod workspace;
+
+use analysis::{CheckError, Options, Revision};
+use anyhow::Context;
+use std::path::PathBuf;
+
+/// A local check, as `meshward check` runs it.
+pub struct CheckRequest {
+    pub path: PathBuf,
+    pub base: Option<String>,
+    /// A git revision; None means the working tree on disk.
+    pub head: Option<String>,
+    pub policy_dirs: Vec<PathBuf>,
+    pub evidence: Option<PathBuf>,
+    pub fail_on: Option<finding::FailOn>,
+    pub today: chrono::NaiveDate,
+}
+
+pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
+    let limits = workspace::TreeLimits::default();
+    let needs_git = req.base.is_some() || req.head.is_some();
+    let repo = if needs_git {
+        Some(workspace::GitRepo::discover(&req.path)?)
+    } else {
+        None
+    };
+    let head_tree;
+    let head_label;
+    match (&req.head, &repo) {
+        (Some(rev), Some(repo)) => {
+            head_tree = repo.read_tree(rev, &limits)?;
+            head_label = short(&repo.resolve(rev)?);
+        }
+        _ => {
+            head_tree = workspace::read_dir(&req.path, &limits)?;
+            head_label = "working tree".to_string();
+        }
+    }
+    let base = match (&req.base, &repo) {
+        (Some(rev), Some(repo)) => Some((repo.read_tree(rev, &limits)?, short(&repo.resolve(rev)?))),
+        _ => None,
+    };
+    let mut extra_policies = Vec::new();
+    for dir in &req.policy_dirs {
+        extra_policies.extend(policy::load_dir(dir, "")?);
+    }
+    let evidence = match &req.evidence {
+        Some(path) => Some(evidence::Evidence::from_file(path)?),
+        None => None,
+    };
+    let opts = Options {
+        extra_policies,
+        evidence,
+        fail_on: req.fail_on,
+        today: req.today,
+        limits: manifest::Limits::default(),
+    };
+    analysis::analyze(
+        base.as_ref().map(|(tree, label)| Revision {
+            label: label.clone(),
+            tree,
+        }),
+        Revision {
+            label: head_label,
+            tree: &head_tree,
+        },
+        &opts,
+    )
+}
+
+fn short(sha: &str) -> String {
+    sha.chars().take(12).collect()
+}
+
+/// Runs policy tests: the built-ins, or the `.rego` files of `dir` (with the
+/// built-in library files available to them).
+pub fn policy_test(dir: Option<&std::path::Path>) -> anyhow::Result<policy::TestReport> {
+    let sources = match dir {
+        None => policy::builtin(),
+        Some(dir) => {
+            let own = policy::load_dir(dir, "").context("loading policies to test")?;
+            let own_names: Vec<String> = own
+                .iter()
+                .filter_map(|p| p.path.rsplit('/').next().map(str::to_string))
+                .collect();
+            let mut sources: Vec<_> = policy::builtin()
+                .into_iter()
+                .filter(|p| !p.is_test())
+                .filter(|p| !own_names.iter().any(|n| p.path.ends_with(&format!(":{n}"))))
+                .collect();
+            sources.extend(own);
+            sources
+        }
+    };
+    policy::run_tests(&sources)
+}

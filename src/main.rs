@@ -1,0 +1,154 @@
+use clap::{Parser, Subcommand};
+use meshward::analysis::CheckError;
+use meshward::finding::FailOn;
+use meshward::report::{self, Format, Verdict};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "meshward", version, about = "Finds Kubernetes and Istio config that is wrong or applies nowhere")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a GitOps checkout (or the change between two revisions of it).
+    Check {
+        /// The checkout to check.
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Base revision: findings get a status (introduced, existing, resolved) and
+        /// only introduced ones fail the run.
+        #[arg(long)]
+        base: Option<String>,
+        /// Head revision (default: the working tree).
+        #[arg(long, requires = "base")]
+        head: Option<String>,
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+        /// More policy folders (trusted like the built-ins).
+        #[arg(long = "policies")]
+        policies: Vec<PathBuf>,
+        /// Telemetry evidence (JSON) for the mTLS rules.
+        #[arg(long)]
+        evidence: Option<PathBuf>,
+        /// Severity at or above which findings fail the run [default: error, or the config file's].
+        #[arg(long, value_enum)]
+        fail_on: Option<FailOn>,
+        /// Write the report here instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Policy tools.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Run the `test_*` rules of `*_test.rego` files, like `opa test`.
+    Test {
+        /// Folder of policies and their tests (default: the built-in policies).
+        dir: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    // Never a backtrace for the user: a bug is reported in one line, exit 2.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("meshward: internal error: {info}");
+    }));
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("MESHWARD_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match std::panic::catch_unwind(|| run(cli)) {
+        Ok(code) => code,
+        Err(_) => ExitCode::from(2),
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Check {
+            path,
+            base,
+            head,
+            format,
+            policies,
+            evidence,
+            fail_on,
+            output,
+        } => {
+            let req = meshward::CheckRequest {
+                path,
+                base,
+                head,
+                policy_dirs: policies,
+                evidence,
+                fail_on,
+                today: chrono::Local::now().date_naive(),
+            };
+            let report = match meshward::check(&req) {
+                Ok(r) => r,
+                Err(CheckError::Config(e)) => {
+                    eprintln!("meshward: config error: {e}");
+                    return ExitCode::from(2);
+                }
+                Err(CheckError::Other(e)) => {
+                    eprintln!("meshward: error: {e:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            let color = output.is_none()
+                && std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none();
+            let rendered = report::render(&report, format, color);
+            match output {
+                Some(file) => {
+                    if let Err(e) = std::fs::write(&file, rendered) {
+                        eprintln!("meshward: error: cannot write {}: {e}", file.display());
+                        return ExitCode::from(2);
+                    }
+                }
+                None => print!("{rendered}"),
+            }
+            match report.summary.verdict {
+                Verdict::Pass => ExitCode::SUCCESS,
+                Verdict::Fail => ExitCode::from(1),
+            }
+        }
+        Command::Policy {
+            command: PolicyCommand::Test { dir },
+        } => match meshward::policy_test(dir.as_deref()) {
+            Ok(report) => {
+                for o in &report.outcomes {
+                    match &o.detail {
+                        None => println!("PASS {}: {}", o.file, o.name),
+                        Some(d) => println!("FAIL {}: {}: {d}", o.file, o.name),
+                    }
+                }
+                println!("{}", "-".repeat(72));
+                println!("{} passed, {} failed", report.passed(), report.failed());
+                if report.failed() == 0 && !report.outcomes.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    if report.outcomes.is_empty() {
+                        eprintln!("meshward: no test_* rules found");
+                    }
+                    ExitCode::from(1)
+                }
+            }
+            Err(e) => {
+                eprintln!("meshward: error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}

@@ -1,0 +1,348 @@
+//! Manifests: files → Kubernetes objects with their source lines.
+
+pub mod yaml;
+
+use crate::finding::{Finding, ResourceRef, Severity, Status};
+use std::sync::Arc;
+pub use yaml::{Limits, Node};
+
+/// One Kubernetes object and where it came from.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    pub id: String,
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    /// None for cluster-scoped kinds; `default` for namespaced objects without one.
+    pub namespace: Option<String>,
+    pub body: serde_json::Value,
+    pub file: String,
+    pub line: u32,
+    /// The object's YAML tree, kept to map field paths back to lines.
+    pub node: Arc<Node>,
+}
+
+impl Resource {
+    pub fn reference(&self) -> ResourceRef {
+        ResourceRef {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+
+    pub fn line_of(&self, path: &[serde_json::Value]) -> u32 {
+        self.node.line_of(path)
+    }
+
+    pub fn labels(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.body.pointer("/metadata/labels").and_then(|v| v.as_object())
+    }
+}
+
+/// A file of a revision, as read from disk, git or a GitHub tarball.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// Path relative to the checked root, with `/` separators.
+    pub path: String,
+    pub bytes: Vec<u8>,
+}
+
+/// What loading the manifests of a revision gave.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub resources: Vec<Resource>,
+    /// Findings about the input itself: parse errors, limits, invalid objects.
+    pub findings: Vec<Finding>,
+    pub files: usize,
+    /// YAML documents that are not Kubernetes objects (CI config, values files…).
+    pub skipped_documents: usize,
+}
+
+/// Kinds that live outside any namespace.
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "StorageClass",
+    "PriorityClass",
+    "IngressClass",
+    "RuntimeClass",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "APIService",
+    "CSIDriver",
+    "CSINode",
+    "VolumeAttachment",
+    "GatewayClass",
+    "ClusterIssuer",
+    "PodSecurityPolicy",
+    "FlowSchema",
+    "PriorityLevelConfiguration",
+];
+
+pub fn is_cluster_scoped(kind: &str) -> bool {
+    CLUSTER_SCOPED.contains(&kind)
+}
+
+pub fn input_finding(rule: &str, severity: Severity, file: &str, line: u32, message: String) -> Finding {
+    Finding {
+        rule: rule.to_string(),
+        severity,
+        status: Status::Existing,
+        resource: None,
+        file: file.to_string(),
+        line,
+        path: Vec::new(),
+        message,
+        istio_code: None,
+    }
+}
+
+/// Parses every file; a broken file or document becomes a finding and the rest is
+/// still loaded.
+pub fn load(files: &[SourceFile], limits: &Limits) -> Loaded {
+    use rayon::prelude::*;
+    let per_file: Vec<Loaded> = files.par_iter().map(|f| load_file(f, limits)).collect();
+    let mut out = Loaded::default();
+    for mut l in per_file {
+        out.resources.append(&mut l.resources);
+        out.findings.append(&mut l.findings);
+        out.files += l.files;
+        out.skipped_documents += l.skipped_documents;
+    }
+    report_duplicates(&mut out);
+    out
+}
+
+fn load_file(file: &SourceFile, limits: &Limits) -> Loaded {
+    let mut out = Loaded {
+        files: 1,
+        ..Default::default()
+    };
+    if file.bytes.len() > limits.max_file_bytes {
+        out.findings.push(input_finding(
+            "manifest/limit-exceeded",
+            Severity::Error,
+            &file.path,
+            1,
+            format!(
+                "file is {} bytes, over the limit of {}; nothing in it was checked, so its mesh config is unverified",
+                file.bytes.len(),
+                limits.max_file_bytes
+            ),
+        ));
+        return out;
+    }
+    let text = match std::str::from_utf8(&file.bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            out.findings.push(input_finding(
+                "manifest/parse-error",
+                Severity::Error,
+                &file.path,
+                line_of_byte(&file.bytes, e.valid_up_to()),
+                "file is not valid UTF-8; nothing in it was checked".to_string(),
+            ));
+            return out;
+        }
+    };
+    let docs = match yaml::parse_documents(text, limits) {
+        Ok(d) => d,
+        Err(e) => {
+            out.findings.push(doc_error_finding(&file.path, &e));
+            return out;
+        }
+    };
+    for doc in docs {
+        match doc.result {
+            Err(e) => out.findings.push(doc_error_finding(&file.path, &e)),
+            Ok(None) => {}
+            Ok(Some(node)) => collect_objects(node, &file.path, &mut out),
+        }
+    }
+    out
+}
+
+fn doc_error_finding(path: &str, e: &yaml::DocError) -> Finding {
+    let (rule, message) = if e.limit {
+        ("manifest/limit-exceeded", e.message.clone())
+    } else {
+        (
+            "manifest/parse-error",
+            format!("{}; this document was not checked (the others in the file were)", e.message),
+        )
+    };
+    input_finding(rule, Severity::Error, path, e.line, message)
+}
+
+fn line_of_byte(bytes: &[u8], pos: usize) -> u32 {
+    1 + bytes[..pos.min(bytes.len())].iter().filter(|b| **b == b'\n').count() as u32
+}
+
+fn collect_objects(node: Node, file: &str, out: &mut Loaded) {
+    let api_version = node.get("apiVersion").and_then(Node::as_str).map(str::to_string);
+    let kind = node.get("kind").and_then(Node::as_str).map(str::to_string);
+    let (Some(api_version), Some(kind)) = (api_version, kind) else {
+        out.skipped_documents += 1;
+        return;
+    };
+    if kind == "List" || (kind.ends_with("List") && node.get("items").is_some()) {
+        if let Some(Node {
+            value: yaml::Value::Seq(items),
+            ..
+        }) = node.get("items")
+        {
+            for item in items.clone() {
+                collect_objects(item, file, out);
+            }
+        }
+        return;
+    }
+    let name = node
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Node::as_str)
+        .map(str::to_string);
+    let Some(name) = name.filter(|n| !n.is_empty()) else {
+        out.findings.push(input_finding(
+            "manifest/invalid-object",
+            Severity::Error,
+            file,
+            node.get("metadata").map(|m| m.line).unwrap_or(node.line),
+            format!("{kind} has no metadata.name: the API server will reject it, and nothing in it was checked"),
+        ));
+        return;
+    };
+    let namespace = if is_cluster_scoped(&kind) {
+        None
+    } else {
+        Some(
+            node.get("metadata")
+                .and_then(|m| m.get("namespace"))
+                .and_then(Node::as_str)
+                .filter(|s| !s.is_empty())
+                .unwrap_or("default")
+                .to_string(),
+        )
+    };
+    let body = node.to_json();
+    let r = ResourceRef {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+        namespace: namespace.clone(),
+        name: name.clone(),
+    };
+    out.resources.push(Resource {
+        id: r.id(),
+        api_version,
+        kind,
+        name,
+        namespace,
+        body,
+        file: file.to_string(),
+        line: node.line,
+        node: Arc::new(node),
+    });
+}
+
+/// The same object twice: a GitOps controller applies one and reports the other as
+/// a conflict, so which one is live is unclear.
+fn report_duplicates(out: &mut Loaded) {
+    let mut seen: std::collections::HashMap<&str, &Resource> = std::collections::HashMap::new();
+    let mut dups = Vec::new();
+    for r in &out.resources {
+        if let Some(first) = seen.get(r.id.as_str()) {
+            dups.push(Finding {
+                rule: "manifest/duplicate-resource".into(),
+                severity: Severity::Warning,
+                status: Status::Existing,
+                resource: Some(r.reference()),
+                file: r.file.clone(),
+                line: r.line,
+                path: Vec::new(),
+                message: format!(
+                    "{} is also defined at {}:{}; the controller applies only one of them, and which one is live is not obvious",
+                    r.id, first.file, first.line
+                ),
+                istio_code: None,
+            });
+        } else {
+            seen.insert(&r.id, r);
+        }
+    }
+    out.findings.extend(dups);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, text: &str) -> SourceFile {
+        SourceFile {
+            path: path.into(),
+            bytes: text.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn namespaces_default_and_cluster_scope() {
+        let l = load(
+            &[file(
+                "a.yaml",
+                "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n",
+            )],
+            &Limits::default(),
+        );
+        assert_eq!(l.resources[0].id, "Service/default/s");
+        assert_eq!(l.resources[1].id, "Namespace/shop");
+        assert_eq!(l.resources[1].namespace, None);
+        assert_eq!(l.resources[1].line, 5);
+    }
+
+    #[test]
+    fn list_is_flattened_and_non_objects_counted() {
+        let l = load(
+            &[file(
+                "a.yaml",
+                "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: c, namespace: x}\n---\nfoo: bar\n",
+            )],
+            &Limits::default(),
+        );
+        assert_eq!(l.resources.len(), 1);
+        assert_eq!(l.resources[0].id, "ConfigMap/x/c");
+        assert_eq!(l.resources[0].line, 4);
+        assert_eq!(l.skipped_documents, 1);
+    }
+
+    #[test]
+    fn parse_error_keeps_other_documents() {
+        let l = load(
+            &[file(
+                "a.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+            )],
+            &Limits::default(),
+        );
+        assert_eq!(l.resources.len(), 1);
+        assert_eq!(l.findings.len(), 1);
+        assert_eq!(l.findings[0].rule, "manifest/parse-error");
+        assert_eq!(l.findings[0].file, "a.yaml");
+    }
+
+    #[test]
+    fn oversized_file_is_a_finding() {
+        let limits = Limits {
+            max_file_bytes: 10,
+            ..Limits::default()
+        };
+        let l = load(&[file("big.yaml", "apiVersion: v1\nkind: ConfigMap\n")], &limits);
+        assert_eq!(l.findings[0].rule, "manifest/limit-exceeded");
+    }
+}

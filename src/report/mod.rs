@@ -1,0 +1,105 @@
+//! Reports: pure functions from a [`Report`] to text, JSON, SARIF and markdown.
+
+pub mod markdown;
+pub mod sarif;
+pub mod text;
+
+use crate::finding::{FailOn, Finding};
+use crate::model::coverage::Coverage;
+use crate::model::Model;
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    /// Findings an exception in the config file covers.
+    pub suppressed: Vec<Suppressed>,
+    pub coverage: CoverageReport,
+    pub summary: Summary,
+    /// The mesh models, for the sections that explain a change. Not part of the JSON.
+    #[serde(skip)]
+    pub models: Models,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Models {
+    pub head: Model,
+    pub base: Option<Model>,
+    pub head_resources: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Suppressed {
+    pub finding: Finding,
+    pub reason: String,
+    pub expires: NaiveDate,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CoverageReport {
+    pub base: Option<Coverage>,
+    pub head: Coverage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RevisionSummary {
+    pub revision: String,
+    pub files: usize,
+    pub resources: usize,
+    /// YAML documents that are not Kubernetes objects.
+    pub skipped_documents: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub verdict: Verdict,
+    pub fail_on: FailOn,
+    /// Findings that fail the run.
+    pub blocking: usize,
+    pub introduced: usize,
+    pub existing: usize,
+    pub resolved: usize,
+    /// Of the findings not resolved, by severity.
+    pub errors: usize,
+    pub warnings: usize,
+    pub infos: usize,
+    pub suppressed: usize,
+    pub policies: usize,
+    pub head: RevisionSummary,
+    pub base: Option<RevisionSummary>,
+    /// What the reader should know about how the check ran.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Sarif,
+    Markdown,
+}
+
+/// Renders a report in one of the CLI's formats.
+pub fn render(report: &Report, format: Format, color: bool) -> String {
+    match format {
+        Format::Text => text::render(report, color),
+        Format::Json => json(report),
+        Format::Sarif => serde_json::to_string_pretty(&sarif::render(report)).unwrap_or_default() + "\n",
+        Format::Markdown => markdown::render(report, &markdown::Links::None),
+    }
+}
+
+pub fn json(report: &Report) -> String {
+    serde_json::to_string_pretty(report).unwrap_or_default() + "\n"
+}
+
+/// Rule documentation: a one-line summary and help text, shared by SARIF and docs.
+pub mod rules;

@@ -1,0 +1,259 @@
+//! Materializing a revision as a list of files: the working tree on disk, or a git
+//! revision read straight from the object store (no checkout, nothing executed).
+
+use crate::manifest::SourceFile;
+use anyhow::{anyhow, bail, Context, Result};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Files of one revision that meshward reads: manifests, the config file, policies.
+#[derive(Debug, Default, Clone)]
+pub struct Tree {
+    pub files: Vec<SourceFile>,
+    /// Files too large to read, with their size: reported, never silently dropped.
+    pub oversized: Vec<(String, u64)>,
+    /// Symlinks found (never followed).
+    pub symlinks: Vec<String>,
+}
+
+impl Tree {
+    pub fn get(&self, path: &str) -> Option<&SourceFile> {
+        self.files.iter().find(|f| f.path == path)
+    }
+}
+
+/// Limits on what a revision may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct TreeLimits {
+    pub max_files: usize,
+    pub max_file_bytes: u64,
+}
+
+impl Default for TreeLimits {
+    fn default() -> Self {
+        TreeLimits {
+            max_files: 100_000,
+            max_file_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// Which files a check reads.
+pub fn wanted(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    lower.ends_with(".yaml")
+        || lower.ends_with(".yml")
+        || (path.starts_with(".meshward/policies/") && lower.ends_with(".rego"))
+}
+
+fn push_checked(tree: &mut Tree, limits: &TreeLimits) -> Result<()> {
+    if tree.files.len() + tree.oversized.len() > limits.max_files {
+        bail!("the tree holds more than {} YAML files; refusing to check it", limits.max_files);
+    }
+    Ok(())
+}
+
+/// The working tree under `root`. Symlinks are not followed (a link may point
+/// outside the checkout); `.git` is skipped.
+pub fn read_dir(root: &Path, limits: &TreeLimits) -> Result<Tree> {
+    let mut tree = Tree::default();
+    let meta = std::fs::metadata(root).with_context(|| format!("cannot read {}", root.display()))?;
+    if !meta.is_dir() {
+        bail!("{} is not a directory", root.display());
+    }
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&dir)
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .collect::<std::result::Result<_, _>>()
+            .with_context(|| format!("cannot list {}", dir.display()))?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            let rel = relative(root, &path);
+            let ft = entry.file_type()?;
+            if ft.is_symlink() {
+                if wanted(&rel) {
+                    tree.symlinks.push(rel);
+                }
+                continue;
+            }
+            if ft.is_dir() {
+                if entry.file_name() != ".git" {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if !ft.is_file() || !wanted(&rel) {
+                continue;
+            }
+            let size = entry.metadata()?.len();
+            if size > limits.max_file_bytes {
+                tree.oversized.push((rel, size));
+            } else {
+                let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+                tree.files.push(SourceFile { path: rel, bytes });
+            }
+            push_checked(&mut tree, limits)?;
+        }
+    }
+    tree.files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(tree)
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A git repository that holds `dir`, and `dir`'s place in it.
+pub struct GitRepo {
+    pub toplevel: PathBuf,
+    /// `dir` relative to the toplevel, with a trailing `/`, or empty.
+    pub prefix: String,
+}
+
+fn git(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir);
+    // Never run hooks, pagers, or config-defined helpers of a hostile repository.
+    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_PAGER", "cat")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = git(dir)
+        .args(args)
+        .output()
+        .context("could not run git (is it installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_string())
+}
+
+impl GitRepo {
+    pub fn discover(dir: &Path) -> Result<GitRepo> {
+        let toplevel = git_output(dir, &["rev-parse", "--show-toplevel"])
+            .with_context(|| format!("{} is not inside a git repository", dir.display()))?;
+        let prefix = git_output(dir, &["rev-parse", "--show-prefix"])?;
+        Ok(GitRepo {
+            toplevel: PathBuf::from(toplevel),
+            prefix,
+        })
+    }
+
+    /// The full commit id a revision name stands for.
+    pub fn resolve(&self, rev: &str) -> Result<String> {
+        if rev.starts_with('-') {
+            bail!("revision {rev:?} is not a revision name");
+        }
+        git_output(&self.toplevel, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
+            .map_err(|_| anyhow!("unknown revision {rev:?} in {}", self.toplevel.display()))
+    }
+
+    /// The files of `rev` under the prefix, read with one `git cat-file --batch`.
+    pub fn read_tree(&self, rev: &str, limits: &TreeLimits) -> Result<Tree> {
+        let commit = self.resolve(rev)?;
+        let listing = git(&self.toplevel)
+            .args(["ls-tree", "-r", "-z", "-l", "--full-tree", &commit])
+            .output()
+            .context("could not run git ls-tree")?;
+        if !listing.status.success() {
+            bail!("git ls-tree {commit} failed: {}", String::from_utf8_lossy(&listing.stderr).trim());
+        }
+        let mut tree = Tree::default();
+        let mut blobs: Vec<(String, String)> = Vec::new();
+        for entry in listing.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+            let entry = String::from_utf8_lossy(entry);
+            // "<mode> <type> <object> <size>\t<path>"
+            let Some((meta, path)) = entry.split_once('\t') else { continue };
+            let Some(rel) = path.strip_prefix(self.prefix.as_str()) else { continue };
+            if !wanted(rel) {
+                continue;
+            }
+            let fields: Vec<&str> = meta.split_whitespace().collect();
+            let (mode, kind, object, size) = match fields.as_slice() {
+                [m, k, o, s] => (*m, *k, *o, s.parse::<u64>().unwrap_or(0)),
+                _ => continue,
+            };
+            if kind != "blob" {
+                continue;
+            }
+            if mode == "120000" {
+                tree.symlinks.push(rel.to_string());
+                continue;
+            }
+            if size > limits.max_file_bytes {
+                tree.oversized.push((rel.to_string(), size));
+                continue;
+            }
+            blobs.push((rel.to_string(), object.to_string()));
+            push_checked(&mut tree, limits)?;
+            if blobs.len() > limits.max_files {
+                bail!("revision {rev} holds more than {} YAML files; refusing to check it", limits.max_files);
+            }
+        }
+        tree.files = cat_blobs(&self.toplevel, &blobs)?;
+        tree.files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(tree)
+    }
+}
+
+fn cat_blobs(toplevel: &Path, blobs: &[(String, String)]) -> Result<Vec<SourceFile>> {
+    if blobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut child = git(toplevel)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("could not run git cat-file")?;
+    let mut stdin = child.stdin.take().context("git cat-file stdin")?;
+    let ids: Vec<String> = blobs.iter().map(|(_, id)| id.clone()).collect();
+    // Write from a thread: git's output pipe would fill and deadlock otherwise.
+    let writer = std::thread::spawn(move || -> std::io::Result<()> {
+        for id in ids {
+            writeln!(stdin, "{id}")?;
+        }
+        Ok(())
+    });
+    let mut reader = BufReader::new(child.stdout.take().context("git cat-file stdout")?);
+    let mut files = Vec::with_capacity(blobs.len());
+    for (path, _) in blobs {
+        let mut header = String::new();
+        reader.read_line(&mut header)?;
+        let size: usize = header
+            .split_whitespace()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow!("unexpected git cat-file output for {path}: {header:?}"))?;
+        let mut bytes = vec![0u8; size];
+        reader.read_exact(&mut bytes)?;
+        let mut newline = [0u8; 1];
+        reader.read_exact(&mut newline)?;
+        files.push(SourceFile {
+            path: path.clone(),
+            bytes,
+        });
+    }
+    writer
+        .join()
+        .map_err(|_| anyhow!("git cat-file writer panicked"))?
+        .context("writing to git cat-file")?;
+    child.wait()?;
+    Ok(files)
+}

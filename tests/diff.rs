@@ -1,0 +1,183 @@
+//! Differential status on real temporary git repositories: introduced, existing,
+//! resolved; config, exceptions and policies from the base revision only.
+
+mod common;
+
+use common::*;
+use meshward::finding::Status;
+use meshward::report::Verdict;
+
+const NS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: egress\n  labels: {istio-injection: enabled}\n";
+
+fn se(name: &str, resolution: &str, endpoints: bool) -> String {
+    let mut s = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: {name}\n  namespace: egress\nspec:\n  hosts: [{name}.example.com]\n  location: MESH_EXTERNAL\n  resolution: {resolution}\n  ports:\n  - {{number: 443, name: https, protocol: TLS}}\n"
+    );
+    if endpoints {
+        s.push_str("  endpoints:\n  - address: 203.0.113.10\n");
+    }
+    s
+}
+
+#[test]
+fn introduced_existing_and_resolved() {
+    let repo = GitRepo::new();
+    let old_bad = se("old", "NONE", true);
+    let fixed_later = se("fixed", "NONE", true);
+    let base = repo.commit_files(&[("ns.yaml", NS), ("old.yaml", &old_bad), ("fixed.yaml", &fixed_later)], "base");
+    let now_fixed = se("fixed", "STATIC", true);
+    let new_bad = se("new", "NONE", true);
+    // Lines move in old.yaml (a comment on top): still the same finding.
+    let old_moved = format!("# moved down\n# by two lines\n{old_bad}");
+    let head = repo.commit_files(
+        &[("ns.yaml", NS), ("old.yaml", &old_moved), ("fixed.yaml", &now_fixed), ("new.yaml", &new_bad)],
+        "head",
+    );
+    let report = check_change(&repo, &base, &head);
+    let rule = "serviceentry/none-with-endpoints";
+    let status_of = |name: &str| {
+        with_rule(&report, rule)
+            .iter()
+            .find(|f| f.resource.as_ref().is_some_and(|r| r.name == name))
+            .map(|f| f.status)
+    };
+    assert_eq!(status_of("new"), Some(Status::Introduced));
+    assert_eq!(status_of("old"), Some(Status::Existing));
+    assert_eq!(status_of("fixed"), Some(Status::Resolved));
+    // Only the introduced error blocks.
+    assert_eq!(report.summary.blocking, 1);
+    assert_eq!(report.summary.verdict, Verdict::Fail);
+    let moved = with_rule(&report, rule).into_iter().find(|f| f.file == "old.yaml").expect("old finding");
+    let field_line = old_moved.lines().position(|l| l.contains("endpoints")).expect("endpoints") as u32 + 1;
+    assert!(
+        moved.line == field_line || moved.line == field_line + 1,
+        "line {} follows the head revision (endpoints at {field_line})",
+        moved.line
+    );
+}
+
+#[test]
+fn existing_debt_does_not_block_an_unrelated_change() {
+    let repo = GitRepo::new();
+    let bad = se("old", "NONE", true);
+    let base = repo.commit_files(&[("ns.yaml", NS), ("old.yaml", &bad)], "base");
+    let head = repo.commit_files(&[("ns.yaml", NS), ("old.yaml", &bad), ("README.yaml", "just: data\n")], "head");
+    let report = check_change(&repo, &base, &head);
+    assert_eq!(report.summary.existing, 1);
+    assert_eq!(report.summary.blocking, 0);
+    assert_eq!(report.summary.verdict, Verdict::Pass);
+}
+
+#[test]
+fn working_tree_is_the_default_head() {
+    let repo = GitRepo::new();
+    let base = repo.commit_files(&[("ns.yaml", NS)], "base");
+    repo.write("new.yaml", &se("new", "NONE", true));
+    let mut req = request(&repo.path());
+    req.base = Some(base);
+    let report = check(&req);
+    assert_eq!(rules_with_status(&report, Status::Introduced), vec!["serviceentry/none-with-endpoints"]);
+    assert_eq!(report.summary.head.revision, "working tree");
+}
+
+#[test]
+fn a_change_cannot_waive_its_own_findings() {
+    let repo = GitRepo::new();
+    let base = repo.commit_files(&[("ns.yaml", NS)], "base");
+    let waiver = "exceptions:\n  - rule: serviceentry/*\n    resource: ServiceEntry/egress/*\n    reason: trust me\n    expires: 2099-01-01\nrules:\n  serviceentry/none-with-endpoints: off\nfail_on: never\n";
+    let head = repo.commit_files(
+        &[("ns.yaml", NS), ("new.yaml", &se("new", "NONE", true)), (".meshward.yaml", waiver)],
+        "head waives itself",
+    );
+    let report = check_change(&repo, &base, &head);
+    assert_eq!(report.summary.verdict, Verdict::Fail, "{:#?}", report.summary);
+    assert_eq!(report.summary.suppressed, 0);
+    assert!(report.summary.notes.iter().any(|n| n.contains("take effect after merge")));
+
+    // After merge (the waiver is in base), the next change is judged by it.
+    let next = repo.commit_files(
+        &[("ns.yaml", NS), ("new.yaml", &se("new", "NONE", true)), ("other.yaml", &se("other", "NONE", true)), (".meshward.yaml", waiver)],
+        "next",
+    );
+    let report = check_change(&repo, &head, &next);
+    assert!(with_rule(&report, "serviceentry/none-with-endpoints").is_empty());
+    assert_eq!(report.summary.verdict, Verdict::Pass);
+}
+
+#[test]
+fn repo_policies_come_from_base() {
+    let policy = r#"package meshward.rules.team
+
+import rego.v1
+
+findings contains f if {
+	some r in object.get(input.by_kind, "ServiceEntry", [])
+	not r.body.spec.exportTo
+	f := {"rule": "team/export-to", "severity": "error", "resource": r.id, "path": ["spec"],
+	      "message": "set exportTo so the entry is not visible mesh-wide"}
+}
+"#;
+    let repo = GitRepo::new();
+    let base = repo.commit_files(&[("ns.yaml", NS), (".meshward/policies/team.rego", policy)], "base");
+    let head = repo.commit_files(
+        &[("ns.yaml", NS), ("new.yaml", &se("new", "STATIC", true)), (".meshward/policies/team.rego", "package meshward.rules.team\n")],
+        "head disables the team policy",
+    );
+    let report = check_change(&repo, &base, &head);
+    let team = with_rule(&report, "team/export-to");
+    assert_eq!(team.len(), 1, "{:#?}", report.findings);
+    assert_eq!(team[0].status, Status::Introduced);
+}
+
+#[test]
+fn broken_repo_policy_is_a_finding_and_builtins_still_run() {
+    let repo = GitRepo::new();
+    repo.write("ns.yaml", NS);
+    repo.write("new.yaml", &se("new", "NONE", true));
+    repo.write(".meshward/policies/broken.rego", "package meshward.rules.broken\n\nimport rego.v1\n\nfindings contains f if {\n\tf := {\"rule\": x}\n}\n");
+    let report = check_dir(&repo.path());
+    let problems = with_rule(&report, "policy/error");
+    assert_eq!(problems.len(), 1, "{:#?}", report.findings);
+    assert_eq!(problems[0].file, ".meshward/policies/broken.rego");
+    assert_eq!(with_rule(&report, "serviceentry/none-with-endpoints").len(), 1);
+}
+
+#[test]
+fn exceptions_expire_and_unused_ones_are_reported() {
+    let repo = GitRepo::new();
+    repo.write("ns.yaml", NS);
+    repo.write("a.yaml", &se("a", "NONE", true));
+    repo.write("b.yaml", &se("b", "NONE", true));
+    repo.write(
+        ".meshward.yaml",
+        "exceptions:\n  - rule: serviceentry/none-with-endpoints\n    resource: ServiceEntry/egress/a\n    reason: INFRA-1 migration\n    expires: 2027-03-31\n  - rule: serviceentry/none-with-endpoints\n    resource: ServiceEntry/egress/b\n    reason: INFRA-2\n    expires: 2026-01-31\n  - rule: selector/matches-nothing\n    resource: ServiceEntry/egress/nothing\n    reason: INFRA-3\n    expires: 2027-01-01\n",
+    );
+    let report = check_dir(&repo.path());
+    let se_findings = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(se_findings.len(), 1, "a is covered, b's exception expired");
+    assert_eq!(se_findings[0].resource.as_ref().map(|r| r.name.as_str()), Some("b"));
+    assert_eq!(report.summary.suppressed, 1);
+    let expired = with_rule(&report, "exception/expired");
+    assert_eq!(expired.len(), 1);
+    assert_eq!((expired[0].file.as_str(), expired[0].line), (".meshward.yaml", 6));
+    let unused = with_rule(&report, "exception/unused");
+    assert_eq!(unused.len(), 1);
+    assert_eq!(unused[0].line, 10);
+}
+
+#[test]
+fn subdirectory_of_a_repository() {
+    let repo = GitRepo::new();
+    let base = repo.commit_files(&[("clusters/prod/ns.yaml", NS), ("other/x.yaml", &se("x", "NONE", true))], "base");
+    let head = repo.commit_files(
+        &[("clusters/prod/ns.yaml", NS), ("clusters/prod/new.yaml", &se("new", "NONE", true)), ("other/x.yaml", &se("x", "NONE", true))],
+        "head",
+    );
+    let mut req = request(&repo.path().join("clusters/prod"));
+    req.base = Some(base);
+    req.head = Some(head);
+    let report = check(&req);
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1, "only files under the checked folder: {f:#?}");
+    assert_eq!(f[0].file, "new.yaml");
+}
