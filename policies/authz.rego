@@ -10,6 +10,8 @@ import data.meshward.lib
 
 attach_fields := ["selector", "targetRef", "targetRefs"]
 
+attach_set := {"selector", "targetRef", "targetRefs"}
+
 attach_kinds := ["AuthorizationPolicy", "RequestAuthentication", "Telemetry", "WasmPlugin"]
 
 findings contains f if {
@@ -17,6 +19,7 @@ findings contains f if {
 	some r in lib.resources(kind)
 	spec := r.body.spec
 	is_object(spec)
+	count(object.keys(spec) & attach_set) > 1
 	used := [k | some k in attach_fields; not object.get(spec, k, null) in lib.empty_values]
 	count(used) > 1
 	f := {
@@ -46,17 +49,14 @@ sources := [s |
 	is_object(source)
 	s := {
 		"r": r,
-		"action": action(r.body.spec),
+		"action": object.get(actions, object.get(r.body.spec, "action", null), "ALLOW"),
 		"source": source,
 		"path": ["spec", "rules", i, "from", j, "source"],
 	}
 ]
 
-action(spec) := upper(a) if {
-	a := spec.action
-	is_string(a)
-	a != ""
-} else := "ALLOW"
+# action as Istio reads it (unset: ALLOW).
+actions := {null: "ALLOW", "": "ALLOW", "ALLOW": "ALLOW", "DENY": "DENY", "AUDIT": "AUDIT", "CUSTOM": "CUSTOM"}
 
 policy_name(s) := sprintf("AuthorizationPolicy %s/%s", [s.r.namespace, s.r.name])
 
@@ -96,25 +96,32 @@ findings contains f if {
 
 service_accounts := object.get(lib.model, "service_accounts", {})
 
-# ns -> service account names some workload, WorkloadEntry or WorkloadGroup runs as.
+# ns -> service account names a WorkloadEntry or WorkloadGroup runs as
+# (model.service_accounts, "ns/sa" -> workloads, covers Kubernetes workloads).
+vm_sas_in[we.namespace] contains we.service_account if {
+	some we in lib.model_workload_entries
+	is_string(we.service_account)
+}
+
+vm_sas_in[r.namespace] contains sa if {
+	some r in lib.resources("WorkloadGroup")
+	sa := r.body.spec.template.serviceAccount
+	is_string(sa)
+}
+
+# ns -> every service account name in use (for messages only).
 sas_in[ns] contains sa if {
 	some key, _ in service_accounts
 	[ns, sa] := split(key, "/")
 }
 
-sas_in[we.namespace] contains we.service_account if {
-	some we in lib.model_workload_entries
-	is_string(we.service_account)
+sas_in[ns] contains sa if {
+	some ns, sas in vm_sas_in
+	some sa in sas
 }
 
-sas_in[r.namespace] contains sa if {
-	some r in lib.resources("WorkloadGroup")
-	sa := lib.spec_of(r).template.serviceAccount
-	is_string(sa)
-}
-
-# Principals named by the sources, without wildcards: [source index, principal index, principal].
-principals := [[si, k, p] |
+# Principals named by the sources, without wildcards: [source index, principal index, principal, parts].
+principals := [[si, k, p, split(p, "/")] |
 	some si, s in sources
 	ps := s.source.principals
 	is_array(ps)
@@ -123,10 +130,9 @@ principals := [[si, k, p] |
 	not contains(p, "*")
 ]
 
-# Those of the form "<trust-domain>/ns/<namespace>/sa/<service-account>", with their parts.
-well_formed[p] := [parts[2], parts[4]] if {
-	some [_, _, p] in principals
-	parts := split(p, "/")
+# Indexes into principals of those of the form "<trust-domain>/ns/<namespace>/sa/<service-account>".
+well_formed := {i |
+	some i, [_, _, _, parts] in principals
 	count(parts) == 5
 	parts[1] == "ns"
 	parts[3] == "sa"
@@ -137,9 +143,12 @@ well_formed[p] := [parts[2], parts[4]] if {
 }
 
 findings contains f if {
-	some [si, k, p] in principals
-	[ns, sa] := well_formed[p]
-	not sa in sas_in[ns]
+	some i in well_formed
+	[si, k, p, parts] := principals[i]
+	ns := parts[2]
+	sa := parts[4]
+	not service_accounts[concat("/", [ns, sa])]
+	not sa in vm_sas_in[ns]
 	s := sources[si]
 	f := {
 		"rule": "authz/unknown-principal",
@@ -158,8 +167,8 @@ known_text(ns) := sprintf(" (service accounts in use in %s: %s)", [ns, lib.enume
 } else := ""
 
 findings contains f if {
-	some [si, k, p] in principals
-	not well_formed[p]
+	some i, [si, k, p, _] in principals
+	not i in well_formed
 	s := sources[si]
 	f := {
 		"rule": "authz/unknown-principal",

@@ -216,11 +216,23 @@ fn parse_one(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, D
             None => break,
             Some(Ok(ev)) => ev,
             Some(Err(e)) => {
+                let line = e.marker().line() as u32 + offset;
+                // The parser stops runaway nesting itself, before our depth check sees it.
+                if e.info().contains("recursion limit") {
+                    return Err(DocError {
+                        line,
+                        message: format!(
+                            "YAML nests deeper than {} levels; the document was not checked",
+                            limits.max_depth
+                        ),
+                        limit: true,
+                    });
+                }
                 return Err(DocError {
-                    line: e.marker().line() as u32 + offset,
+                    line,
                     message: format!("invalid YAML: {}", e.info()),
                     limit: false,
-                })
+                });
             }
         };
         let line = line_at(&span);
