@@ -158,3 +158,18 @@ test_known_namespaces_quiet if {
 	spec := from_source({"namespaces": ["web", "istio-system", "kube-system", "default", "team-*"]})
 	count(rules_of({"AuthorizationPolicy": [ap(spec)]}, "authz/unknown-namespace")) == 0
 }
+
+# Hostile shapes never make evaluation fail.
+test_hostile_shapes_do_not_error if {
+	by_kind := {
+		"AuthorizationPolicy": [
+			ap({"rules": "nope"}),
+			ap({"rules": [7, {"from": "x"}, {"from": [3, {"source": "y"}, {"source": {"principals": "z", "namespaces": 5}}]}]}),
+			ap({"rules": [{"from": [{"source": {"principals": [1, null, "bad"], "namespaces": [2, "nowhere"]}}]}]}),
+			object.union(ap({}), {"body": {"spec": null}}),
+		],
+		"Telemetry": [object.union(res("Telemetry", "t", {}), {"body": {"spec": "x"}})],
+	}
+	fs := authz.findings with input as mk_input(by_kind)
+	{f.rule | some f in fs} == {"authz/unknown-principal", "authz/unknown-namespace"}
+}

@@ -115,7 +115,15 @@ opt_out_path(w) := array.concat(lib.pod_labels_path(w.kind), ["sidecar.istio.io/
 # ---------------------------------------------------------------------------
 # injection/rollout-required (warning; needs a base revision)
 # Injection only affects pods created after it is turned on: workloads whose pod template
-# does not change in the same change keep running without a proxy.
+# does not change in the same change keep running without a proxy. The model marks them
+# pending_rollout (and proxy false); the comparison of template hashes below covers a
+# model that does not.
+
+not_rolled_out[w.namespace] contains w.id if {
+	lib.has_base
+	some w in lib.model_workloads
+	w.pending_rollout == true
+}
 
 newly_injected contains ns if {
 	lib.has_base
@@ -124,24 +132,17 @@ newly_injected contains ns if {
 	not lib.base_namespaces[ns].injection.enabled == true
 }
 
-# template hashes of base workloads, by id (a set: ids are unique, but never fail on a duplicate)
-base_hashes[w.id] contains w.template_hash if {
-	lib.has_base
-	some w in lib.base_workloads
-}
+# [id, template hash] of every base workload.
+base_templates := {[w.id, w.template_hash] | some w in lib.base_workloads}
 
-base_proxied contains w.id if {
-	lib.has_base
-	some w in lib.base_workloads
-	w.proxy == true
-}
+base_proxied := {w.id | some w in lib.base_workloads; w.proxy == true}
 
 not_rolled_out[ns] contains w.id if {
 	some w in lib.model_workloads
 	ns := w.namespace
 	ns in newly_injected
 	w.proxy == true
-	w.template_hash in base_hashes[w.id]
+	[w.id, w.template_hash] in base_templates
 	not w.id in base_proxied
 }
 

@@ -36,6 +36,7 @@ workload(kind, namespace, name, extra) := object.union(
 		"opted_out": false,
 		"host_network": false,
 		"native_sidecar": false,
+		"pending_rollout": false,
 		"template_hash": sprintf("hash-%s", [name]),
 	},
 	extra,
@@ -243,6 +244,16 @@ test_rollout_required_fires if {
 	contains(f.message, "kubectl.kubernetes.io/restartedAt")
 }
 
+# The model's own representation: pending_rollout true, proxy false.
+test_rollout_required_fires_on_pending_rollout if {
+	base := model({"shop": ns("shop", false, {})}, [workload("Deployment", "shop", "cart", {})])
+	head := model({"shop": ns("shop", true, {})}, [workload("Deployment", "shop", "cart", {"pending_rollout": true})])
+	fs := rules_of(injection.findings, "injection/rollout-required") with input as mk_input(head, base)
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "its workload (Deployment shop/cart)")
+}
+
 test_rollout_required_quiet_without_base if {
 	head := model({"shop": ns("shop", true, {})}, [workload("Deployment", "shop", "cart", {"proxy": true})])
 	count(rules_of(injection.findings, "injection/rollout-required")) == 0 with input as mk_input(head, null)
@@ -267,4 +278,10 @@ test_rollout_required_skips_opted_out if {
 	base := model({"shop": ns("shop", false, {})}, [workload("Deployment", "shop", "legacy", {"opted_out": true})])
 	head := model({"shop": ns("shop", true, {})}, [workload("Deployment", "shop", "legacy", {"opted_out": true})])
 	count(rules_of(injection.findings, "injection/rollout-required")) == 0 with input as mk_input(head, base)
+}
+
+test_conflicting_labels_hostile_labels_do_not_error if {
+	bad := object.union(ns_resource("shop", {}), {"body": {"metadata": {"name": "shop", "labels": "x"}}})
+	inp := object.union(mk_input(model({}, []), null), {"by_kind": {"Namespace": [bad]}})
+	count(rules_of(injection.findings, "injection/conflicting-labels")) == 0 with input as inp
 }

@@ -95,9 +95,6 @@ has_value(obj, key) if non_empty(get(obj, key, null))
 # x as an array ([] when absent or not an array).
 array_of(x) := x if is_array(x) else := []
 
-# x as an object ({} when absent or not an object).
-object_of(x) := x if is_object(x) else := {}
-
 num(x) := x if is_number(x) else := 0
 
 # ---------------------------------------------------------------------------

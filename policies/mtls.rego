@@ -35,7 +35,10 @@ skip_reasons(pa, mode) := {r |
 
 disabled_reason(mode) := ["its mTLS mode was DISABLE"] if mode == "DISABLE" else := []
 
-not_injected_reason(pa) := [sprintf("namespace %s was not injected", [pa.namespace])] if {
+not_injected_reason(pa) := [sprintf("namespace %s did not exist yet (so had no sidecars)", [pa.namespace])] if {
+	pa.scope != "mesh"
+	not lib.base_namespaces[pa.namespace]
+} else := [sprintf("namespace %s was not injected", [pa.namespace])] if {
 	pa.scope != "mesh"
 	not lib.base_namespaces[pa.namespace].injection.enabled == true
 } else := [sprintf("%s %s not injected", [plural_namespaces(nss), lib.plural(count(nss), "was", "were")])] if {
@@ -105,8 +108,9 @@ findings contains f if {
 	}
 }
 
-problems_text(problems) := "no evidence was given" if lib.evidence == null
-else := sprintf("namespace %s: %s", [ns, p]) if {
+problems_text(problems) := sprintf("no evidence was given for %s", [plural_namespaces(object.keys(problems))]) if {
+	lib.evidence == null
+} else := sprintf("namespace %s: %s", [ns, p]) if {
 	count(problems) == 1
 	some ns, p in problems
 } else := sprintf("%d namespaces: %s", [count(problems), lib.enumerate([sprintf("%s (%s)", [ns, p]) | some ns, p in problems], 5)])
@@ -147,9 +151,8 @@ plaintext_text(e) := sprintf("%v of %v requests and %v of %v TCP connections wit
 
 findings contains f if {
 	some r in lib.resources("PeerAuthentication")
-	spec := lib.spec_of(r)
-	lib.has_value(spec, "portLevelMtls")
-	not lib.non_empty(lib.get(spec, ["selector", "matchLabels"], null))
+	not object.get(r.body, ["spec", "portLevelMtls"], null) in lib.empty_values
+	object.get(r.body, ["spec", "selector", "matchLabels"], null) in lib.empty_values
 	f := {
 		"rule": "mtls/port-level-requires-selector",
 		"severity": "error",

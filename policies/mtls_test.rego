@@ -116,6 +116,7 @@ test_skips_permissive_namespace_absent_from_base if {
 	base := model({}, [], {})
 	some f in mtls.findings with input as mk_input(strict_head, base, good_evidence(["shop"]))
 	f.rule == "mtls/strict-skips-permissive"
+	contains(f.message, "namespace shop did not exist yet")
 }
 
 test_skips_permissive_unset_scope_inherits_namespace_disable if {
@@ -216,7 +217,7 @@ test_without_evidence_no_file if {
 	count(fs) == 1
 	some f in fs
 	f.severity == "error"
-	contains(f.message, "no evidence was given")
+	contains(f.message, "no evidence was given for namespace shop")
 	contains(f.message, "meshward check --evidence")
 }
 
@@ -320,5 +321,11 @@ test_port_level_with_selector_quiet if {
 			pa_resource({"mtls": {"mode": "STRICT"}}),
 		]}},
 	)
+	count(rules_of(mtls.findings, "mtls/port-level-requires-selector")) == 0 with input as inp
+}
+
+test_port_level_hostile_spec_does_not_error if {
+	bad := object.union(pa_resource({}), {"body": {"spec": "x"}})
+	inp := object.union(mk_input(model({}, [], {}), null, null), {"by_kind": {"PeerAuthentication": [bad]}})
 	count(rules_of(mtls.findings, "mtls/port-level-requires-selector")) == 0 with input as inp
 }

@@ -113,8 +113,9 @@ else := object.get(unproxied_in, s.namespace, set())
 
 findings contains f if {
 	some s in lib.model_selectors
-	only := lib.array_of(object.get(s, "spec_only_matches", []))
-	count(only) > 0
+	only := s.spec_only_matches
+	not only in lib.empty_values
+	is_array(only)
 	f := {
 		"rule": "selector/matches-spec-labels-only",
 		"severity": "warning",
@@ -135,7 +136,10 @@ findings contains f if {
 
 findings contains f if {
 	some s in lib.model_selectors
-	some bad in lib.array_of(object.get(s, "invalid", []))
+	invalid := s.invalid
+	not invalid in lib.empty_values
+	is_array(invalid)
+	some bad in invalid
 	f := {
 		"rule": "selector/wildcard-value",
 		"severity": "error",

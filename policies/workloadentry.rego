@@ -10,16 +10,33 @@ import data.meshward.lib
 
 findings contains f if {
 	some we in lib.model_workload_entries
-	count(lib.array_of(object.get(we, "selected_by", []))) == 0
+	object.get(we, "selected_by", []) in lib.empty_values
+	not selected_by_service(we)
 	f := {
 		"rule": "workloadentry/unselected",
 		"severity": "warning",
 		"resource": we.id,
 		"path": ["metadata", "labels"],
 		"message": sprintf(
-			"%s (labels %s) is selected by no ServiceEntry: it is registered but has no host name to be called by, so no traffic reaches it%s. Add a ServiceEntry whose spec.workloadSelector.labels match its metadata.labels, or fix the labels.",
+			"%s (labels %s) is selected by no ServiceEntry or Kubernetes Service: it is registered but has no host name to be called by, so no traffic reaches it%s. Add a ServiceEntry whose spec.workloadSelector.labels match its metadata.labels, or fix the labels.",
 			[lib.display(we.id), lib.labels_text(we.labels), nearby_text(we)],
 		),
+	}
+}
+
+# Kubernetes Services select WorkloadEntries too (istiod adds them as endpoints):
+# selectors of the Services of each namespace.
+service_selectors[r.namespace] contains sel if {
+	some r in lib.resources("Service")
+	sel := object.get(r.body, ["spec", "selector"], null)
+	is_object(sel)
+	count(sel) > 0
+}
+
+selected_by_service(we) if {
+	some sel in service_selectors[we.namespace]
+	every k, v in sel {
+		lib.get(we.labels, k, null) == v
 	}
 }
 
@@ -40,9 +57,8 @@ nearby_text(we) := sprintf(" (in namespace %s, %s)", [we.namespace, lib.enumerat
 
 findings contains f if {
 	some r in lib.resources("WorkloadEntry")
-	spec := lib.spec_of(r)
-	not lib.has_value(spec, "address")
-	not lib.has_value(spec, "network")
+	object.get(r.body, ["spec", "address"], null) in lib.empty_values
+	object.get(r.body, ["spec", "network"], null) in lib.empty_values
 	f := {
 		"rule": "workloadentry/address-required",
 		"severity": "error",

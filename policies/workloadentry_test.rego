@@ -111,3 +111,23 @@ test_invalid_address_fires if {
 test_invalid_address_quiet if {
 	count(rules_of(workloadentry.findings, "workloadentry/invalid-address")) == 0 with input as mk_input([we("vm-1", {})], [], [])
 }
+
+test_hostile_shapes_do_not_error if {
+	resources := [
+		object.union(we_resource("vm-1", {}), {"body": {"spec": null}}),
+		object.union(we_resource("vm-2", {}), {"body": {"spec": "str"}}),
+		we_resource("vm-3", {"address": 5}),
+	]
+	fs := workloadentry.findings with input as mk_input([], [], resources)
+	{f.resource | some f in fs; f.rule == "workloadentry/address-required"} == {"WorkloadEntry/vm/vm-1", "WorkloadEntry/vm/vm-2"}
+}
+
+test_unselected_quiet_when_a_kubernetes_service_selects_it if {
+	svc := {
+		"id": "Service/vm/reports", "apiVersion": "v1", "kind": "Service", "namespace": "vm", "name": "reports",
+		"body": {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "reports", "namespace": "vm"}, "spec": {"selector": {"app": "reports"}, "ports": [{"port": 8080}]}},
+		"file": "svc.yaml", "line": 1,
+	}
+	inp := object.union(mk_input([we("vm-1", {"selected_by": []})], [], []), {"by_kind": {"Service": [svc]}})
+	count(rules_of(workloadentry.findings, "workloadentry/unselected")) == 0 with input as inp
+}

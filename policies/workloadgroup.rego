@@ -14,7 +14,7 @@ group_name(r) := sprintf("WorkloadGroup %s/%s", [r.namespace, r.name])
 
 findings contains f if {
 	some r in lib.resources("WorkloadGroup")
-	not is_object(lib.get(lib.spec_of(r), "template", null))
+	not is_object(object.get(r.body, ["spec", "template"], null))
 	f := {
 		"rule": "workloadgroup/template-required",
 		"severity": "error",
@@ -30,15 +30,16 @@ findings contains f if {
 # ---------------------------------------------------------------------------
 # workloadgroup/probe-multiple-methods (error)
 
-probe_of(r) := p if {
-	p := lib.spec_of(r).probe
+# The probe of a WorkloadGroup, when it has one.
+probes := [[r, p] |
+	some r in lib.resources("WorkloadGroup")
+	p := object.get(r.body, ["spec", "probe"], null)
 	is_object(p)
-}
+]
 
 findings contains f if {
-	some r in lib.resources("WorkloadGroup")
-	probe := probe_of(r)
-	used := [m | some m in probe_methods; lib.get(probe, m, null) != null]
+	some [r, probe] in probes
+	used := [m | some m in probe_methods; object.get(probe, m, null) != null]
 	count(used) > 1
 	f := {
 		"rule": "workloadgroup/probe-multiple-methods",
@@ -63,10 +64,9 @@ valid_port(n) if {
 }
 
 incomplete[r.id] contains [path, problem] if {
-	some r in lib.resources("WorkloadGroup")
-	probe := probe_of(r)
+	some [r, probe] in probes
 	some m in ["httpGet", "tcpSocket"]
-	action := lib.get(probe, m, null)
+	action := object.get(probe, m, null)
 	action != null
 	port := lib.get(action, "port", null)
 	not valid_port(port)
@@ -75,9 +75,8 @@ incomplete[r.id] contains [path, problem] if {
 }
 
 incomplete[r.id] contains [path, problem] if {
-	some r in lib.resources("WorkloadGroup")
-	probe := probe_of(r)
-	action := lib.get(probe, "exec", null)
+	some [r, probe] in probes
+	action := object.get(probe, "exec", null)
 	action != null
 	not lib.non_empty(lib.array_of(lib.get(action, "command", null)))
 	path := ["spec", "probe", "exec", "command"]
@@ -85,9 +84,8 @@ incomplete[r.id] contains [path, problem] if {
 }
 
 incomplete[r.id] contains [path, problem] if {
-	some r in lib.resources("WorkloadGroup")
-	probe := probe_of(r)
-	scheme := lib.get(lib.get(probe, "httpGet", null), "scheme", null)
+	some [r, probe] in probes
+	scheme := lib.get(object.get(probe, "httpGet", null), "scheme", null)
 	scheme != null
 	not scheme in {"HTTP", "HTTPS"}
 	path := ["spec", "probe", "httpGet", "scheme"]
@@ -99,7 +97,7 @@ port_problem(m, null) := sprintf("%s has no port", [m])
 port_problem(m, port) := sprintf("%s.port %s is not in 1..65535", [m, json.marshal(port)]) if port != null
 
 findings contains f if {
-	some r in lib.resources("WorkloadGroup")
+	some [r, _] in probes
 	some [path, problem] in incomplete[r.id]
 	f := {
 		"rule": "workloadgroup/probe-incomplete",

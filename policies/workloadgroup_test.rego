@@ -102,3 +102,12 @@ test_probe_complete_quiet if {
 	count(rules_of(with_probe({"tcpSocket": {"port": 5432}}), "workloadgroup/probe-incomplete")) == 0
 	count(rules_of(with_probe({"httpGet": {"port": 8080, "scheme": "HTTP"}}), "workloadgroup/probe-incomplete")) == 0
 }
+
+test_hostile_shapes_do_not_error if {
+	groups := [
+		wg({"template": "x", "probe": "y"}),
+		object.union(wg({}), {"id": "WorkloadGroup/vm/b", "body": {"spec": {"template": {}, "probe": {"httpGet": "x", "tcpSocket": {"port": "http"}, "exec": {"command": "ls"}}}}}),
+	]
+	fs := workloadgroup.findings with input as mk_input(groups)
+	{f.rule | some f in fs} == {"workloadgroup/template-required", "workloadgroup/probe-multiple-methods", "workloadgroup/probe-incomplete"}
+}

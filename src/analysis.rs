@@ -49,7 +49,11 @@ struct Evaluated {
     summary: RevisionSummary,
 }
 
-pub fn analyze(base: Option<Revision>, head: Revision, opts: &Options) -> Result<Report, CheckError> {
+pub fn analyze(
+    base: Option<Revision>,
+    head: Revision,
+    opts: &Options,
+) -> Result<Report, CheckError> {
     // Config and repository policies come from base: a change cannot waive itself.
     let config_tree = base.as_ref().map(|b| b.tree).unwrap_or(head.tree);
     let config = match config_tree.get(CONFIG_FILE) {
@@ -83,12 +87,28 @@ pub fn analyze(base: Option<Revision>, head: Revision, opts: &Options) -> Result
         );
     }
     if opts.evidence.is_none() {
-        notes.push("No telemetry evidence was given: STRICT mTLS cannot be shown safe (--evidence).".to_string());
+        notes.push(
+            "No telemetry evidence was given: STRICT mTLS cannot be shown safe (--evidence)."
+                .to_string(),
+        );
     }
 
-    let base_loaded = base.as_ref().map(|b| load_revision(b, &config, opts, None));
+    let started = std::time::Instant::now();
+    let (head_parsed, base_parsed) = rayon::join(
+        || parse_revision(&head, &config, opts),
+        || base.as_ref().map(|b| parse_revision(b, &config, opts)),
+    );
+    let base_loaded = base_parsed.map(|loaded| {
+        let model = model::build(&loaded.resources, &config.mesh, None);
+        (loaded, model)
+    });
     let base_model = base_loaded.as_ref().map(|(_, m)| m.clone());
-    let head_loaded = load_revision(&head, &config, opts, base_model.as_ref());
+    let head_model = model::build(&head_parsed.resources, &config.mesh, base_model.as_ref());
+    let head_loaded = (head_parsed, head_model);
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "parsed and modelled"
+    );
 
     let evaluate = |loaded: (manifest::Loaded, Model), base_model: Option<&Model>, label: &str| {
         evaluate_revision(loaded, base_model, label, &policies, &config, opts)
@@ -99,36 +119,73 @@ pub fn analyze(base: Option<Revision>, head: Revision, opts: &Options) -> Result
             base_loaded.map(|loaded| {
                 // Base is judged against itself: nothing in it is "introduced".
                 let own = loaded.1.clone();
-                evaluate(loaded, Some(&own), &base.as_ref().map(|b| b.label.clone()).unwrap_or_default())
+                evaluate(
+                    loaded,
+                    Some(&own),
+                    &base.as_ref().map(|b| b.label.clone()).unwrap_or_default(),
+                )
             })
         },
     );
 
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "evaluated"
+    );
     let mut findings = match &base_eval {
         Some(b) => diff(&b.findings, &head_eval.findings),
         None => head_eval.findings.clone(),
     };
     for p in &policies.problems {
-        findings.push(input_finding("policy/error", Severity::Error, &p.file, 1, p.message.clone()));
+        findings.push(input_finding(
+            "policy/error",
+            Severity::Error,
+            &p.file,
+            1,
+            p.message.clone(),
+        ));
     }
     let suppressed = apply_exceptions(&mut findings, &config, opts.today);
     sort_findings(&mut findings);
 
+    tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "diffed");
     let fail_on = opts.fail_on.or(config.fail_on).unwrap_or(FailOn::Error);
     let gating = |f: &&Finding| match f.status {
         Status::Introduced => true,
         Status::Existing => base.is_none(),
         Status::Resolved => false,
     };
-    let blocking = findings.iter().filter(gating).filter(|f| fail_on.blocks(f.severity)).count();
-    let live = |s: Severity| findings.iter().filter(|f| f.status != Status::Resolved && f.severity == s).count();
+    let blocking = findings
+        .iter()
+        .filter(gating)
+        .filter(|f| fail_on.blocks(f.severity))
+        .count();
+    let live = |s: Severity| {
+        findings
+            .iter()
+            .filter(|f| f.status != Status::Resolved && f.severity == s)
+            .count()
+    };
     let summary = Summary {
-        verdict: if blocking > 0 { Verdict::Fail } else { Verdict::Pass },
+        verdict: if blocking > 0 {
+            Verdict::Fail
+        } else {
+            Verdict::Pass
+        },
         fail_on,
         blocking,
-        introduced: findings.iter().filter(|f| f.status == Status::Introduced).count(),
-        existing: findings.iter().filter(|f| f.status == Status::Existing).count(),
-        resolved: findings.iter().filter(|f| f.status == Status::Resolved).count(),
+        introduced: findings
+            .iter()
+            .filter(|f| f.status == Status::Introduced)
+            .count(),
+        existing: findings
+            .iter()
+            .filter(|f| f.status == Status::Existing)
+            .count(),
+        resolved: findings
+            .iter()
+            .filter(|f| f.status == Status::Resolved)
+            .count(),
         errors: live(Severity::Error),
         warnings: live(Severity::Warning),
         infos: live(Severity::Info),
@@ -174,7 +231,7 @@ fn is_manifest(f: &SourceFile, config: &RepoConfig) -> bool {
         && config.path_selected(&f.path)
 }
 
-fn load_revision(rev: &Revision, config: &RepoConfig, opts: &Options, base: Option<&Model>) -> (manifest::Loaded, Model) {
+fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> manifest::Loaded {
     let files: Vec<SourceFile> = rev
         .tree
         .files
@@ -205,8 +262,7 @@ fn load_revision(rev: &Revision, config: &RepoConfig, opts: &Options, base: Opti
             ));
         }
     }
-    let model = model::build(&loaded.resources, &config.mesh, base);
-    (loaded, model)
+    loaded
 }
 
 fn evaluate_revision(
@@ -217,22 +273,59 @@ fn evaluate_revision(
     config: &RepoConfig,
     opts: &Options,
 ) -> Evaluated {
-    let input = build_input(&loaded.resources, &model, base_model, opts.evidence.as_ref(), config);
+    let started = std::time::Instant::now();
+    let input = build_input(
+        &loaded.resources,
+        &model,
+        base_model,
+        opts.evidence.as_ref(),
+        config,
+    );
+    tracing::debug!(
+        revision = label,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "policy input built"
+    );
     let (raw, problems) = policies.evaluate(input);
-    let by_id: HashMap<&str, &Resource> = loaded.resources.iter().map(|r| (r.id.as_str(), r)).collect();
+    tracing::debug!(
+        revision = label,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "policies evaluated"
+    );
+    let by_id: HashMap<&str, &Resource> = loaded
+        .resources
+        .iter()
+        .map(|r| (r.id.as_str(), r))
+        .collect();
     let mut findings = loaded.findings;
     for p in problems {
-        findings.push(input_finding("policy/error", Severity::Error, &p.file, 1, p.message));
+        findings.push(input_finding(
+            "policy/error",
+            Severity::Error,
+            &p.file,
+            1,
+            p.message,
+        ));
     }
     for raw in raw {
         match to_finding(raw, &by_id, config) {
             Ok(Some(f)) => findings.push(f),
             Ok(None) => {}
-            Err(message) => findings.push(input_finding("policy/error", Severity::Error, "(policy)", 1, message)),
+            Err(message) => findings.push(input_finding(
+                "policy/error",
+                Severity::Error,
+                "(policy)",
+                1,
+                message,
+            )),
         }
     }
     // Policies may return the same finding through two rule bodies.
-    findings.sort_by(|a, b| a.identity().cmp(&b.identity()).then(a.message.cmp(&b.message)));
+    findings.sort_by(|a, b| {
+        a.identity()
+            .cmp(&b.identity())
+            .then(a.message.cmp(&b.message))
+    });
     findings.dedup_by(|a, b| a.identity() == b.identity() && a.message == b.message);
     Evaluated {
         summary: RevisionSummary {
@@ -247,7 +340,11 @@ fn evaluate_revision(
     }
 }
 
-fn to_finding(raw: RawFinding, by_id: &HashMap<&str, &Resource>, config: &RepoConfig) -> Result<Option<Finding>, String> {
+fn to_finding(
+    raw: RawFinding,
+    by_id: &HashMap<&str, &Resource>,
+    config: &RepoConfig,
+) -> Result<Option<Finding>, String> {
     let Some(mut severity) = Severity::parse(&raw.severity) else {
         return Err(format!(
             "rule {} returned severity {:?}; it must be error, warning or info",
@@ -262,7 +359,10 @@ fn to_finding(raw: RawFinding, by_id: &HashMap<&str, &Resource>, config: &RepoCo
     }
     let resource = match raw.resource.as_deref() {
         Some(id) => Some(by_id.get(id).copied().ok_or_else(|| {
-            format!("rule {} named resource {id:?}, which is not in the checked tree: {}", raw.rule, raw.message)
+            format!(
+                "rule {} named resource {id:?}, which is not in the checked tree: {}",
+                raw.rule, raw.message
+            )
         })?),
         None => None,
     };
@@ -323,15 +423,24 @@ fn glob_matches(pattern: &str, value: &str) -> bool {
 }
 
 /// Removes findings an exception covers; reports expired and unused exceptions.
-fn apply_exceptions(findings: &mut Vec<Finding>, config: &RepoConfig, today: NaiveDate) -> Vec<Suppressed> {
+fn apply_exceptions(
+    findings: &mut Vec<Finding>,
+    config: &RepoConfig,
+    today: NaiveDate,
+) -> Vec<Suppressed> {
     let mut suppressed = Vec::new();
     let mut used = vec![false; config.exceptions.len()];
     let mut kept = Vec::with_capacity(findings.len());
     for f in findings.drain(..) {
-        let subject = f.resource.as_ref().map(|r| r.id()).unwrap_or_else(|| f.file.clone());
-        let hit = config.exceptions.iter().enumerate().find(|(_, e)| {
-            glob_matches(&e.rule, &f.rule) && glob_matches(&e.resource, &subject)
-        });
+        let subject = f
+            .resource
+            .as_ref()
+            .map(|r| r.id())
+            .unwrap_or_else(|| f.file.clone());
+        let hit =
+            config.exceptions.iter().enumerate().find(|(_, e)| {
+                glob_matches(&e.rule, &f.rule) && glob_matches(&e.resource, &subject)
+            });
         match hit {
             Some((i, e)) => {
                 used[i] = true;

@@ -123,7 +123,8 @@ impl RepoConfig {
             let line = e.location().map(|l| l.line() as u32).unwrap_or(1);
             err(line, e.to_string())
         })?;
-        let docs = yaml::parse_documents(text, &Limits::default()).map_err(|e| err(e.line, e.message))?;
+        let docs =
+            yaml::parse_documents(text, &Limits::default()).map_err(|e| err(e.line, e.message))?;
         let root: Option<Node> = match docs.into_iter().next().map(|d| d.result) {
             Some(Ok(node)) => node,
             Some(Err(e)) => return Err(err(e.line, e.message)),
@@ -136,17 +137,27 @@ impl RepoConfig {
         for (i, ex) in config.exceptions.iter().enumerate() {
             let line = line_of(serde_json::json!(["exceptions", i]));
             if ex.reason.trim().is_empty() {
-                return Err(err(line, "exception has an empty `reason`: say why it is safe".into()));
+                return Err(err(
+                    line,
+                    "exception has an empty `reason`: say why it is safe".into(),
+                ));
             }
             for (field, pattern) in [("rule", &ex.rule), ("resource", &ex.resource)] {
-                globset::Glob::new(pattern)
-                    .map_err(|e| err(line, format!("exception `{field}` is not a valid glob: {e}")))?;
+                globset::Glob::new(pattern).map_err(|e| {
+                    err(
+                        line,
+                        format!("exception `{field}` is not a valid glob: {e}"),
+                    )
+                })?;
             }
             config.exception_lines.push(line);
         }
         for pattern in config.paths.include.iter().chain(&config.paths.exclude) {
             globset::Glob::new(pattern).map_err(|e| {
-                err(line_of(serde_json::json!(["paths"])), format!("`paths` glob {pattern:?} is invalid: {e}"))
+                err(
+                    line_of(serde_json::json!(["paths"])),
+                    format!("`paths` glob {pattern:?} is invalid: {e}"),
+                )
             })?;
         }
         for rule in config.rules.keys() {
@@ -168,7 +179,8 @@ impl RepoConfig {
                     .unwrap_or(false)
             })
         };
-        (self.paths.include.is_empty() || matches(&self.paths.include)) && !matches(&self.paths.exclude)
+        (self.paths.include.is_empty() || matches(&self.paths.include))
+            && !matches(&self.paths.exclude)
     }
 }
 
@@ -178,7 +190,9 @@ mod tests {
 
     #[test]
     fn unknown_key_names_key_and_line() {
-        let e = RepoConfig::parse("fail_on: error\nmesh:\n  root_namespace: x\n  trust_domian: y\n").unwrap_err();
+        let e =
+            RepoConfig::parse("fail_on: error\nmesh:\n  root_namespace: x\n  trust_domian: y\n")
+                .unwrap_err();
         assert_eq!(e.line, 4, "{e}");
         assert!(e.message.contains("trust_domian"), "{e}");
     }
@@ -201,7 +215,10 @@ mod tests {
 
     #[test]
     fn path_globs() {
-        let c = RepoConfig::parse("paths:\n  include: [\"apps/**\"]\n  exclude: [\"**/testdata/**\"]\n").unwrap();
+        let c = RepoConfig::parse(
+            "paths:\n  include: [\"apps/**\"]\n  exclude: [\"**/testdata/**\"]\n",
+        )
+        .unwrap();
         assert!(c.path_selected("apps/a/b.yaml"));
         assert!(!c.path_selected("apps/testdata/b.yaml"));
         assert!(!c.path_selected("other/b.yaml"));

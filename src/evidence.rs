@@ -43,7 +43,9 @@ pub struct NamespaceEvidence {
 
 impl Evidence {
     pub fn from_file(path: &Path) -> Result<Evidence> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read evidence file {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("evidence file {} is not valid", path.display()))
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read evidence file {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("evidence file {} is not valid", path.display()))
     }
 }

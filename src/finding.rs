@@ -134,7 +134,17 @@ impl Finding {
 /// Sort order for every output: by file, line, then rule, so reports are stable.
 pub fn sort_findings(findings: &mut [Finding]) {
     findings.sort_by(|a, b| {
-        (&a.file, a.line, &a.rule, a.resource.as_ref().map(|r| r.id()))
-            .cmp(&(&b.file, b.line, &b.rule, b.resource.as_ref().map(|r| r.id())))
+        (
+            &a.file,
+            a.line,
+            &a.rule,
+            a.resource.as_ref().map(|r| r.id()),
+        )
+            .cmp(&(
+                &b.file,
+                b.line,
+                &b.rule,
+                b.resource.as_ref().map(|r| r.id()),
+            ))
     });
 }

@@ -31,6 +31,7 @@ pub struct CheckRequest {
 }
 
 pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
+    let started = std::time::Instant::now();
     let limits = workspace::TreeLimits::default();
     let needs_git = req.base.is_some() || req.head.is_some();
     let repo = if needs_git {
@@ -38,22 +39,33 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
     } else {
         None
     };
-    let head_tree;
-    let head_label;
-    match (&req.head, &repo) {
-        (Some(rev), Some(repo)) => {
-            head_tree = repo.read_tree(rev, &limits)?;
-            head_label = short(&repo.resolve(rev)?);
+    let read_head = || -> anyhow::Result<(workspace::Tree, String)> {
+        match (&req.head, &repo) {
+            (Some(rev), Some(repo)) => {
+                Ok((repo.read_tree(rev, &limits)?, short(&repo.resolve(rev)?)))
+            }
+            _ => Ok((
+                workspace::read_dir(&req.path, &limits)?,
+                "working tree".to_string(),
+            )),
         }
-        _ => {
-            head_tree = workspace::read_dir(&req.path, &limits)?;
-            head_label = "working tree".to_string();
-        }
-    }
-    let base = match (&req.base, &repo) {
-        (Some(rev), Some(repo)) => Some((repo.read_tree(rev, &limits)?, short(&repo.resolve(rev)?))),
-        _ => None,
     };
+    let read_base = || -> anyhow::Result<Option<(workspace::Tree, String)>> {
+        match (&req.base, &repo) {
+            (Some(rev), Some(repo)) => Ok(Some((
+                repo.read_tree(rev, &limits)?,
+                short(&repo.resolve(rev)?),
+            ))),
+            _ => Ok(None),
+        }
+    };
+    let (head, base) = rayon::join(read_head, read_base);
+    let (head_tree, head_label) = head?;
+    let base = base?;
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "trees read"
+    );
     let mut extra_policies = Vec::new();
     for dir in &req.policy_dirs {
         extra_policies.extend(policy::load_dir(dir, "")?);
@@ -69,7 +81,7 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         today: req.today,
         limits: manifest::Limits::default(),
     };
-    analysis::analyze(
+    let report = analysis::analyze(
         base.as_ref().map(|(tree, label)| Revision {
             label: label.clone(),
             tree,
@@ -79,7 +91,12 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
             tree: &head_tree,
         },
         &opts,
-    )
+    );
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "analysed"
+    );
+    report
 }
 
 fn short(sha: &str) -> String {

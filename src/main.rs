@@ -7,7 +7,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "meshward", version, about = "Finds Kubernetes and Istio config that is wrong or applies nowhere")]
+#[command(
+    name = "meshward",
+    version,
+    about = "Finds Kubernetes and Istio config that is wrong or applies nowhere"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -49,7 +49,10 @@ pub fn wanted(path: &str) -> bool {
 
 fn push_checked(tree: &mut Tree, limits: &TreeLimits) -> Result<()> {
     if tree.files.len() + tree.oversized.len() > limits.max_files {
-        bail!("the tree holds more than {} YAML files; refusing to check it", limits.max_files);
+        bail!(
+            "the tree holds more than {} YAML files; refusing to check it",
+            limits.max_files
+        );
     }
     Ok(())
 }
@@ -58,7 +61,8 @@ fn push_checked(tree: &mut Tree, limits: &TreeLimits) -> Result<()> {
 /// outside the checkout); `.git` is skipped.
 pub fn read_dir(root: &Path, limits: &TreeLimits) -> Result<Tree> {
     let mut tree = Tree::default();
-    let meta = std::fs::metadata(root).with_context(|| format!("cannot read {}", root.display()))?;
+    let meta =
+        std::fs::metadata(root).with_context(|| format!("cannot read {}", root.display()))?;
     if !meta.is_dir() {
         bail!("{} is not a directory", root.display());
     }
@@ -92,7 +96,8 @@ pub fn read_dir(root: &Path, limits: &TreeLimits) -> Result<Tree> {
             if size > limits.max_file_bytes {
                 tree.oversized.push((rel, size));
             } else {
-                let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+                let bytes = std::fs::read(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
                 tree.files.push(SourceFile { path: rel, bytes });
             }
             push_checked(&mut tree, limits)?;
@@ -141,7 +146,9 @@ fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_string())
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .trim_end_matches('\n')
+        .to_string())
 }
 
 impl GitRepo {
@@ -160,8 +167,16 @@ impl GitRepo {
         if rev.starts_with('-') {
             bail!("revision {rev:?} is not a revision name");
         }
-        git_output(&self.toplevel, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
-            .map_err(|_| anyhow!("unknown revision {rev:?} in {}", self.toplevel.display()))
+        git_output(
+            &self.toplevel,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ],
+        )
+        .map_err(|_| anyhow!("unknown revision {rev:?} in {}", self.toplevel.display()))
     }
 
     /// The files of `rev` under the prefix, read with one `git cat-file --batch`.
@@ -172,15 +187,22 @@ impl GitRepo {
             .output()
             .context("could not run git ls-tree")?;
         if !listing.status.success() {
-            bail!("git ls-tree {commit} failed: {}", String::from_utf8_lossy(&listing.stderr).trim());
+            bail!(
+                "git ls-tree {commit} failed: {}",
+                String::from_utf8_lossy(&listing.stderr).trim()
+            );
         }
         let mut tree = Tree::default();
         let mut blobs: Vec<(String, String)> = Vec::new();
         for entry in listing.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()) {
             let entry = String::from_utf8_lossy(entry);
             // "<mode> <type> <object> <size>\t<path>"
-            let Some((meta, path)) = entry.split_once('\t') else { continue };
-            let Some(rel) = path.strip_prefix(self.prefix.as_str()) else { continue };
+            let Some((meta, path)) = entry.split_once('\t') else {
+                continue;
+            };
+            let Some(rel) = path.strip_prefix(self.prefix.as_str()) else {
+                continue;
+            };
             if !wanted(rel) {
                 continue;
             }
@@ -203,7 +225,10 @@ impl GitRepo {
             blobs.push((rel.to_string(), object.to_string()));
             push_checked(&mut tree, limits)?;
             if blobs.len() > limits.max_files {
-                bail!("revision {rev} holds more than {} YAML files; refusing to check it", limits.max_files);
+                bail!(
+                    "revision {rev} holds more than {} YAML files; refusing to check it",
+                    limits.max_files
+                );
             }
         }
         tree.files = cat_blobs(&self.toplevel, &blobs)?;

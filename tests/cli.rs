@@ -14,7 +14,12 @@ fn meshward() -> Command {
 fn clean_tree_exits_0() {
     let repo = GitRepo::new();
     repo.write("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n");
-    meshward().arg("check").arg(repo.path()).assert().code(0).stdout(predicate::str::contains("PASS"));
+    meshward()
+        .arg("check")
+        .arg(repo.path())
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("PASS"));
 }
 
 #[test]
@@ -26,7 +31,12 @@ fn blocking_findings_exit_1_and_fail_on_never_exits_0() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains("serviceentry/none-with-endpoints"));
-    meshward().arg("check").arg(&dir).args(["--fail-on", "never"]).assert().code(0);
+    meshward()
+        .arg("check")
+        .arg(&dir)
+        .args(["--fail-on", "never"])
+        .assert()
+        .code(0);
 }
 
 #[test]
@@ -42,7 +52,12 @@ fn warnings_block_only_with_fail_on_warning() {
         .assert()
         .code(0)
         .stdout(predicate::str::contains("workloadentry/unselected"));
-    meshward().arg("check").arg(repo.path()).args(["--fail-on", "warning"]).assert().code(1);
+    meshward()
+        .arg("check")
+        .arg(repo.path())
+        .args(["--fail-on", "warning"])
+        .assert()
+        .code(1);
 }
 
 #[test]
@@ -51,13 +66,22 @@ fn unreadable_input_exits_2_without_a_panic() {
         .args(["check", "/nonexistent/meshward-test"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("/nonexistent/meshward-test").and(predicate::str::contains("panicked").not()));
+        .stderr(
+            predicate::str::contains("/nonexistent/meshward-test")
+                .and(predicate::str::contains("panicked").not()),
+        );
 }
 
 #[test]
 fn bad_usage_exits_2() {
-    meshward().args(["check", "--format", "pdf"]).assert().code(2);
-    meshward().args(["check", ".", "--head", "HEAD"]).assert().code(2);
+    meshward()
+        .args(["check", "--format", "pdf"])
+        .assert()
+        .code(2);
+    meshward()
+        .args(["check", ".", "--head", "HEAD"])
+        .assert()
+        .code(2);
 }
 
 #[test]
@@ -76,19 +100,27 @@ fn unknown_revision_exits_2() {
 #[test]
 fn config_errors_name_the_key_and_line() {
     let repo = GitRepo::new();
-    repo.write(".meshward.yaml", "fail_on: error\npaths:\n  includes: [\"apps/**\"]\n");
+    repo.write(
+        ".meshward.yaml",
+        "fail_on: error\npaths:\n  includes: [\"apps/**\"]\n",
+    );
     meshward()
         .arg("check")
         .arg(repo.path())
         .assert()
         .code(2)
-        .stderr(predicate::str::contains(".meshward.yaml:3").and(predicate::str::contains("includes")));
+        .stderr(
+            predicate::str::contains(".meshward.yaml:3").and(predicate::str::contains("includes")),
+        );
 }
 
 #[test]
 fn bad_evidence_file_exits_2_naming_it() {
     let repo = GitRepo::new();
-    repo.write("evidence.json", "{\"namespaces\": {\"shop\": {\"requests_totl\": 3}}}");
+    repo.write(
+        "evidence.json",
+        "{\"namespaces\": {\"shop\": {\"requests_totl\": 3}}}",
+    );
     meshward()
         .arg("check")
         .arg(repo.path())
@@ -96,7 +128,10 @@ fn bad_evidence_file_exits_2_naming_it() {
         .arg(repo.path().join("evidence.json"))
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("evidence.json").and(predicate::str::contains("requests_totl")));
+        .stderr(
+            predicate::str::contains("evidence.json")
+                .and(predicate::str::contains("requests_totl")),
+        );
 }
 
 #[test]
@@ -104,12 +139,21 @@ fn output_file_and_json_format() {
     let dir = fixtures().join("rules/serviceentry__none-with-endpoints/fail");
     let out = tempfile::tempdir().expect("tmp");
     let file = out.path().join("report.json");
-    meshward().arg("check").arg(&dir).args(["--format", "json", "-o"]).arg(&file).assert().code(1);
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("written")).expect("json");
+    meshward()
+        .arg("check")
+        .arg(&dir)
+        .args(["--format", "json", "-o"])
+        .arg(&file)
+        .assert()
+        .code(1);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("written")).expect("json");
     assert_eq!(json["summary"]["verdict"], "fail");
     assert!(json["coverage"]["base"].is_null());
     let f = &json["findings"][0];
-    for key in ["rule", "severity", "status", "resource", "file", "line", "message"] {
+    for key in [
+        "rule", "severity", "status", "resource", "file", "line", "message",
+    ] {
         assert!(!f[key].is_null(), "finding lacks {key}: {f}");
     }
 }
@@ -126,12 +170,20 @@ fn policy_test_command_reports_counts() {
 #[test]
 fn policy_test_command_fails_on_a_failing_test() {
     let dir = tempfile::tempdir().expect("tmp");
-    std::fs::write(dir.path().join("p.rego"), "package t\n\nimport rego.v1\n\nx := 1\n").expect("w");
+    std::fs::write(
+        dir.path().join("p.rego"),
+        "package t\n\nimport rego.v1\n\nx := 1\n",
+    )
+    .expect("w");
     std::fs::write(dir.path().join("p_test.rego"), "package t_test\n\nimport rego.v1\n\ntest_ok if data.t.x == 1\n\ntest_bad if data.t.x == 2\n").expect("w");
     meshward()
         .args(["policy", "test"])
         .arg(dir.path())
         .assert()
         .code(1)
-        .stdout(predicate::str::contains("FAIL").and(predicate::str::contains("test_bad")).and(predicate::str::contains("1 passed, 1 failed")));
+        .stdout(
+            predicate::str::contains("FAIL")
+                .and(predicate::str::contains("test_bad"))
+                .and(predicate::str::contains("1 passed, 1 failed")),
+        );
 }

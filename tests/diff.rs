@@ -24,13 +24,25 @@ fn introduced_existing_and_resolved() {
     let repo = GitRepo::new();
     let old_bad = se("old", "NONE", true);
     let fixed_later = se("fixed", "NONE", true);
-    let base = repo.commit_files(&[("ns.yaml", NS), ("old.yaml", &old_bad), ("fixed.yaml", &fixed_later)], "base");
+    let base = repo.commit_files(
+        &[
+            ("ns.yaml", NS),
+            ("old.yaml", &old_bad),
+            ("fixed.yaml", &fixed_later),
+        ],
+        "base",
+    );
     let now_fixed = se("fixed", "STATIC", true);
     let new_bad = se("new", "NONE", true);
     // Lines move in old.yaml (a comment on top): still the same finding.
     let old_moved = format!("# moved down\n# by two lines\n{old_bad}");
     let head = repo.commit_files(
-        &[("ns.yaml", NS), ("old.yaml", &old_moved), ("fixed.yaml", &now_fixed), ("new.yaml", &new_bad)],
+        &[
+            ("ns.yaml", NS),
+            ("old.yaml", &old_moved),
+            ("fixed.yaml", &now_fixed),
+            ("new.yaml", &new_bad),
+        ],
         "head",
     );
     let report = check_change(&repo, &base, &head);
@@ -47,8 +59,15 @@ fn introduced_existing_and_resolved() {
     // Only the introduced error blocks.
     assert_eq!(report.summary.blocking, 1);
     assert_eq!(report.summary.verdict, Verdict::Fail);
-    let moved = with_rule(&report, rule).into_iter().find(|f| f.file == "old.yaml").expect("old finding");
-    let field_line = old_moved.lines().position(|l| l.contains("endpoints")).expect("endpoints") as u32 + 1;
+    let moved = with_rule(&report, rule)
+        .into_iter()
+        .find(|f| f.file == "old.yaml")
+        .expect("old finding");
+    let field_line = old_moved
+        .lines()
+        .position(|l| l.contains("endpoints"))
+        .expect("endpoints") as u32
+        + 1;
     assert!(
         moved.line == field_line || moved.line == field_line + 1,
         "line {} follows the head revision (endpoints at {field_line})",
@@ -61,7 +80,14 @@ fn existing_debt_does_not_block_an_unrelated_change() {
     let repo = GitRepo::new();
     let bad = se("old", "NONE", true);
     let base = repo.commit_files(&[("ns.yaml", NS), ("old.yaml", &bad)], "base");
-    let head = repo.commit_files(&[("ns.yaml", NS), ("old.yaml", &bad), ("README.yaml", "just: data\n")], "head");
+    let head = repo.commit_files(
+        &[
+            ("ns.yaml", NS),
+            ("old.yaml", &bad),
+            ("README.yaml", "just: data\n"),
+        ],
+        "head",
+    );
     let report = check_change(&repo, &base, &head);
     assert_eq!(report.summary.existing, 1);
     assert_eq!(report.summary.blocking, 0);
@@ -76,7 +102,10 @@ fn working_tree_is_the_default_head() {
     let mut req = request(&repo.path());
     req.base = Some(base);
     let report = check(&req);
-    assert_eq!(rules_with_status(&report, Status::Introduced), vec!["serviceentry/none-with-endpoints"]);
+    assert_eq!(
+        rules_with_status(&report, Status::Introduced),
+        vec!["serviceentry/none-with-endpoints"]
+    );
     assert_eq!(report.summary.head.revision, "working tree");
 }
 
@@ -86,17 +115,35 @@ fn a_change_cannot_waive_its_own_findings() {
     let base = repo.commit_files(&[("ns.yaml", NS)], "base");
     let waiver = "exceptions:\n  - rule: serviceentry/*\n    resource: ServiceEntry/egress/*\n    reason: trust me\n    expires: 2099-01-01\nrules:\n  serviceentry/none-with-endpoints: off\nfail_on: never\n";
     let head = repo.commit_files(
-        &[("ns.yaml", NS), ("new.yaml", &se("new", "NONE", true)), (".meshward.yaml", waiver)],
+        &[
+            ("ns.yaml", NS),
+            ("new.yaml", &se("new", "NONE", true)),
+            (".meshward.yaml", waiver),
+        ],
         "head waives itself",
     );
     let report = check_change(&repo, &base, &head);
-    assert_eq!(report.summary.verdict, Verdict::Fail, "{:#?}", report.summary);
+    assert_eq!(
+        report.summary.verdict,
+        Verdict::Fail,
+        "{:#?}",
+        report.summary
+    );
     assert_eq!(report.summary.suppressed, 0);
-    assert!(report.summary.notes.iter().any(|n| n.contains("take effect after merge")));
+    assert!(report
+        .summary
+        .notes
+        .iter()
+        .any(|n| n.contains("take effect after merge")));
 
     // After merge (the waiver is in base), the next change is judged by it.
     let next = repo.commit_files(
-        &[("ns.yaml", NS), ("new.yaml", &se("new", "NONE", true)), ("other.yaml", &se("other", "NONE", true)), (".meshward.yaml", waiver)],
+        &[
+            ("ns.yaml", NS),
+            ("new.yaml", &se("new", "NONE", true)),
+            ("other.yaml", &se("other", "NONE", true)),
+            (".meshward.yaml", waiver),
+        ],
         "next",
     );
     let report = check_change(&repo, &head, &next);
@@ -118,9 +165,19 @@ findings contains f if {
 }
 "#;
     let repo = GitRepo::new();
-    let base = repo.commit_files(&[("ns.yaml", NS), (".meshward/policies/team.rego", policy)], "base");
+    let base = repo.commit_files(
+        &[("ns.yaml", NS), (".meshward/policies/team.rego", policy)],
+        "base",
+    );
     let head = repo.commit_files(
-        &[("ns.yaml", NS), ("new.yaml", &se("new", "STATIC", true)), (".meshward/policies/team.rego", "package meshward.rules.team\n")],
+        &[
+            ("ns.yaml", NS),
+            ("new.yaml", &se("new", "STATIC", true)),
+            (
+                ".meshward/policies/team.rego",
+                "package meshward.rules.team\n",
+            ),
+        ],
         "head disables the team policy",
     );
     let report = check_change(&repo, &base, &head);
@@ -139,7 +196,10 @@ fn broken_repo_policy_is_a_finding_and_builtins_still_run() {
     let problems = with_rule(&report, "policy/error");
     assert_eq!(problems.len(), 1, "{:#?}", report.findings);
     assert_eq!(problems[0].file, ".meshward/policies/broken.rego");
-    assert_eq!(with_rule(&report, "serviceentry/none-with-endpoints").len(), 1);
+    assert_eq!(
+        with_rule(&report, "serviceentry/none-with-endpoints").len(),
+        1
+    );
 }
 
 #[test]
@@ -155,11 +215,17 @@ fn exceptions_expire_and_unused_ones_are_reported() {
     let report = check_dir(&repo.path());
     let se_findings = with_rule(&report, "serviceentry/none-with-endpoints");
     assert_eq!(se_findings.len(), 1, "a is covered, b's exception expired");
-    assert_eq!(se_findings[0].resource.as_ref().map(|r| r.name.as_str()), Some("b"));
+    assert_eq!(
+        se_findings[0].resource.as_ref().map(|r| r.name.as_str()),
+        Some("b")
+    );
     assert_eq!(report.summary.suppressed, 1);
     let expired = with_rule(&report, "exception/expired");
     assert_eq!(expired.len(), 1);
-    assert_eq!((expired[0].file.as_str(), expired[0].line), (".meshward.yaml", 6));
+    assert_eq!(
+        (expired[0].file.as_str(), expired[0].line),
+        (".meshward.yaml", 6)
+    );
     let unused = with_rule(&report, "exception/unused");
     assert_eq!(unused.len(), 1);
     assert_eq!(unused[0].line, 10);
@@ -168,9 +234,19 @@ fn exceptions_expire_and_unused_ones_are_reported() {
 #[test]
 fn subdirectory_of_a_repository() {
     let repo = GitRepo::new();
-    let base = repo.commit_files(&[("clusters/prod/ns.yaml", NS), ("other/x.yaml", &se("x", "NONE", true))], "base");
+    let base = repo.commit_files(
+        &[
+            ("clusters/prod/ns.yaml", NS),
+            ("other/x.yaml", &se("x", "NONE", true)),
+        ],
+        "base",
+    );
     let head = repo.commit_files(
-        &[("clusters/prod/ns.yaml", NS), ("clusters/prod/new.yaml", &se("new", "NONE", true)), ("other/x.yaml", &se("x", "NONE", true))],
+        &[
+            ("clusters/prod/ns.yaml", NS),
+            ("clusters/prod/new.yaml", &se("new", "NONE", true)),
+            ("other/x.yaml", &se("x", "NONE", true)),
+        ],
         "head",
     );
     let mut req = request(&repo.path().join("clusters/prod"));

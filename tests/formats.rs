@@ -30,42 +30,63 @@ fn settings() -> insta::Settings {
 #[test]
 fn text_snapshot() {
     let r = example_report();
-    settings().bind(|| insta::assert_snapshot!("example_text", report::render(&r, Format::Text, false)));
+    settings()
+        .bind(|| insta::assert_snapshot!("example_text", report::render(&r, Format::Text, false)));
 }
 
 #[test]
 fn markdown_snapshot() {
     let r = example_report();
-    settings().bind(|| insta::assert_snapshot!("example_markdown", report::render(&r, Format::Markdown, false)));
+    settings().bind(|| {
+        insta::assert_snapshot!(
+            "example_markdown",
+            report::render(&r, Format::Markdown, false)
+        )
+    });
 }
 
 #[test]
 fn json_snapshot() {
     let r = example_report();
-    let json: serde_json::Value = serde_json::from_str(&report::render(&r, Format::Json, false)).expect("json");
+    let json: serde_json::Value =
+        serde_json::from_str(&report::render(&r, Format::Json, false)).expect("json");
     settings().bind(|| insta::assert_json_snapshot!("example_json", json));
 }
 
 #[test]
 fn sarif_snapshot_and_schema() {
     let r = example_report();
-    let sarif: serde_json::Value = serde_json::from_str(&report::render(&r, Format::Sarif, false)).expect("json");
+    let sarif: serde_json::Value =
+        serde_json::from_str(&report::render(&r, Format::Sarif, false)).expect("json");
     settings().bind(|| insta::assert_json_snapshot!("example_sarif", sarif));
 
     let schema_path = std::env::var("MESHWARD_SARIF_SCHEMA")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/sarif-2.1.0.json"));
+        .unwrap_or_else(|_| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/sarif-2.1.0.json")
+        });
     let schema_text = std::fs::read_to_string(&schema_path).unwrap_or_else(|e| {
-        panic!("SARIF schema missing at {} ({e}): run scripts/install-tools", schema_path.display())
+        panic!(
+            "SARIF schema missing at {} ({e}): run scripts/install-tools",
+            schema_path.display()
+        )
     });
     let schema: serde_json::Value = serde_json::from_str(&schema_text).expect("schema json");
     let validator = jsonschema::draft4::new(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator.iter_errors(&sarif).map(|e| format!("{} at {}", e, e.instance_path)).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(&sarif)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
     assert!(errors.is_empty(), "SARIF invalid:\n{}", errors.join("\n"));
     // And it says something: results with physical locations, rules with help.
     let run = &sarif["runs"][0];
     assert!(run["results"].as_array().is_some_and(|r| !r.is_empty()));
-    assert!(run["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"].as_u64().unwrap_or(0) >= 1);
+    assert!(
+        run["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+    );
     assert!(run["tool"]["driver"]["rules"][0]["help"]["text"].is_string());
 
     // A document with a broken SARIF shape is rejected by the same validator.

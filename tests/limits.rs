@@ -22,7 +22,11 @@ fn alias_bomb() {
     repo.write("good.yaml", BAD_SE);
     let mut bomb = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n  a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
     for i in 0..9 {
-        let prev = if i == 0 { "a".to_string() } else { format!("a{}", i - 1) };
+        let prev = if i == 0 {
+            "a".to_string()
+        } else {
+            format!("a{}", i - 1)
+        };
         bomb.push_str(&format!("  a{i}: &a{i} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
     }
     repo.write("bomb.yaml", &bomb);
@@ -39,7 +43,10 @@ fn deep_nesting() {
     let repo = GitRepo::new();
     repo.write("good.yaml", BAD_SE);
     let depth = 10_000;
-    repo.write("deep.yaml", &format!("a: {}1{}\n", "[".repeat(depth), "]".repeat(depth)));
+    repo.write(
+        "deep.yaml",
+        &format!("a: {}1{}\n", "[".repeat(depth), "]".repeat(depth)),
+    );
     let report = check_dir(&repo.path());
     let limit = with_rule(&report, "manifest/limit-exceeded");
     assert_eq!(limit.len(), 1, "{:#?}", report.findings);
@@ -76,7 +83,10 @@ fn too_many_documents() {
 fn parse_error_names_file_and_line_and_keeps_the_rest() {
     let repo = GitRepo::new();
     repo.write("good.yaml", BAD_SE);
-    repo.write("broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  key: [unclosed\n");
+    repo.write(
+        "broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  key: [unclosed\n",
+    );
     let report = check_dir(&repo.path());
     let errors = with_rule(&report, "manifest/parse-error");
     assert_eq!(errors.len(), 1);
@@ -93,7 +103,10 @@ fn binary_and_non_kubernetes_yaml() {
     std::fs::write(repo.path().join("blob.yaml"), [0xff, 0xfe, 0x00, 0x41]).expect("write");
     let report = check_dir(&repo.path());
     assert_eq!(report.summary.head.skipped_documents, 1);
-    assert_eq!(with_rule(&report, "manifest/parse-error")[0].file, "blob.yaml");
+    assert_eq!(
+        with_rule(&report, "manifest/parse-error")[0].file,
+        "blob.yaml"
+    );
     assert_rest_checked(&report);
 }
 
@@ -103,8 +116,16 @@ fn symlinks_are_not_followed() {
     let repo = GitRepo::new();
     repo.write("good.yaml", BAD_SE);
     let outside = tempfile::tempdir().expect("tmp");
-    std::fs::write(outside.path().join("secret.yaml"), BAD_SE.replace("api", "secret")).expect("w");
-    std::os::unix::fs::symlink(outside.path().join("secret.yaml"), repo.path().join("link.yaml")).expect("symlink");
+    std::fs::write(
+        outside.path().join("secret.yaml"),
+        BAD_SE.replace("api", "secret"),
+    )
+    .expect("w");
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.yaml"),
+        repo.path().join("link.yaml"),
+    )
+    .expect("symlink");
     let report = check_dir(&repo.path());
     let links = with_rule(&report, "manifest/symlink-not-followed");
     assert_eq!(links.len(), 1);

@@ -23,7 +23,12 @@ fn run_case(rule: &str, case: &Path) -> meshward::report::Report {
         let report = check(&req);
         // Differential cases: what fires must be introduced by the change.
         for f in with_rule(&report, rule) {
-            assert_eq!(f.status, Status::Introduced, "{rule} in {}: {f:?}", case.display());
+            assert_eq!(
+                f.status,
+                Status::Introduced,
+                "{rule} in {}: {f:?}",
+                case.display()
+            );
         }
         report
     } else {
@@ -42,14 +47,21 @@ fn every_rule_fires_on_its_failing_fixture_and_not_on_its_passing_one() {
         .filter(|e| e.path().is_dir())
         .collect();
     cases.sort_by_key(|e| e.file_name());
-    assert!(cases.len() >= 30, "expected a fixture per rule, found {}", cases.len());
+    assert!(
+        cases.len() >= 30,
+        "expected a fixture per rule, found {}",
+        cases.len()
+    );
     let mut failures = Vec::new();
     for case in cases {
         let rule = case.file_name().to_string_lossy().replace("__", "/");
         let fail = run_case(&rule, &case.path().join("fail"));
         let fired = with_rule(&fail, &rule);
         if fired.is_empty() {
-            failures.push(format!("{rule}: did not fire on fail/ (got {:?})", fail.findings.iter().map(|f| &f.rule).collect::<Vec<_>>()));
+            failures.push(format!(
+                "{rule}: did not fire on fail/ (got {:?})",
+                fail.findings.iter().map(|f| &f.rule).collect::<Vec<_>>()
+            ));
         }
         for f in &fired {
             // Each finding names its file and the line of the offending field.
@@ -57,7 +69,10 @@ fn every_rule_fires_on_its_failing_fixture_and_not_on_its_passing_one() {
                 failures.push(format!("{rule}: finding without file/line: {f:?}"));
             }
             if f.message.len() < 40 {
-                failures.push(format!("{rule}: message too thin to act on: {:?}", f.message));
+                failures.push(format!(
+                    "{rule}: message too thin to act on: {:?}",
+                    f.message
+                ));
             }
         }
         let pass = run_case(&rule, &case.path().join("pass"));
@@ -80,7 +95,10 @@ fn rule_fixture_lines_point_at_the_field() {
             .join(&f[0].file),
     )
     .expect("fixture");
-    let line = text.lines().nth(f[0].line as usize - 1).expect("line exists");
+    let line = text
+        .lines()
+        .nth(f[0].line as usize - 1)
+        .expect("line exists");
     assert!(
         line.contains("endpoints") || line.contains("resolution"),
         "line {} is {line:?}",
@@ -92,6 +110,10 @@ fn rule_fixture_lines_point_at_the_field() {
 fn builtin_policy_tests_pass() {
     let report = meshward::policy_test(None).expect("policy tests load");
     let failed: Vec<_> = report.outcomes.iter().filter(|o| !o.passed).collect();
-    assert!(report.outcomes.len() > 60, "only {} policy tests", report.outcomes.len());
+    assert!(
+        report.outcomes.len() > 60,
+        "only {} policy tests",
+        report.outcomes.len()
+    );
     assert!(failed.is_empty(), "{failed:#?}");
 }

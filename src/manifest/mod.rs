@@ -37,7 +37,9 @@ impl Resource {
     }
 
     pub fn labels(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
-        self.body.pointer("/metadata/labels").and_then(|v| v.as_object())
+        self.body
+            .pointer("/metadata/labels")
+            .and_then(|v| v.as_object())
     }
 }
 
@@ -91,7 +93,13 @@ pub fn is_cluster_scoped(kind: &str) -> bool {
     CLUSTER_SCOPED.contains(&kind)
 }
 
-pub fn input_finding(rule: &str, severity: Severity, file: &str, line: u32, message: String) -> Finding {
+pub fn input_finding(
+    rule: &str,
+    severity: Severity,
+    file: &str,
+    line: u32,
+    message: String,
+) -> Finding {
     Finding {
         rule: rule.to_string(),
         severity,
@@ -176,18 +184,27 @@ fn doc_error_finding(path: &str, e: &yaml::DocError) -> Finding {
     } else {
         (
             "manifest/parse-error",
-            format!("{}; this document was not checked (the others in the file were)", e.message),
+            format!(
+                "{}; this document was not checked (the others in the file were)",
+                e.message
+            ),
         )
     };
     input_finding(rule, Severity::Error, path, e.line, message)
 }
 
 fn line_of_byte(bytes: &[u8], pos: usize) -> u32 {
-    1 + bytes[..pos.min(bytes.len())].iter().filter(|b| **b == b'\n').count() as u32
+    1 + bytes[..pos.min(bytes.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count() as u32
 }
 
 fn collect_objects(node: Node, file: &str, out: &mut Loaded) {
-    let api_version = node.get("apiVersion").and_then(Node::as_str).map(str::to_string);
+    let api_version = node
+        .get("apiVersion")
+        .and_then(Node::as_str)
+        .map(str::to_string);
     let kind = node.get("kind").and_then(Node::as_str).map(str::to_string);
     let (Some(api_version), Some(kind)) = (api_version, kind) else {
         out.skipped_documents += 1;
@@ -342,7 +359,10 @@ mod tests {
             max_file_bytes: 10,
             ..Limits::default()
         };
-        let l = load(&[file("big.yaml", "apiVersion: v1\nkind: ConfigMap\n")], &limits);
+        let l = load(
+            &[file("big.yaml", "apiVersion: v1\nkind: ConfigMap\n")],
+            &limits,
+        );
         assert_eq!(l.findings[0].rule, "manifest/limit-exceeded");
     }
 }

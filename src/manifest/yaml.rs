@@ -91,9 +91,14 @@ impl Node {
                 .map(serde_json::Value::Number)
                 .unwrap_or(serde_json::Value::Null),
             Value::Str(s) => serde_json::Value::String(s.clone()),
-            Value::Seq(items) => serde_json::Value::Array(items.iter().map(Node::to_json).collect()),
+            Value::Seq(items) => {
+                serde_json::Value::Array(items.iter().map(Node::to_json).collect())
+            }
             Value::Map(entries) => serde_json::Value::Object(
-                entries.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_json()))
+                    .collect(),
             ),
         }
     }
@@ -156,8 +161,7 @@ fn split_documents(text: &str) -> Vec<(u32, &str)> {
     let mut start = 0usize;
     let mut start_line = 0u32;
     let mut pos = 0usize;
-    let mut line_no = 0u32;
-    for line in text.split_inclusive('\n') {
+    for (line_no, line) in (0u32..).zip(text.split_inclusive('\n')) {
         let is_marker = is_marker(line, "---") || is_marker(line, "...");
         if is_marker {
             if !text[start..pos].trim().is_empty() {
@@ -173,7 +177,6 @@ fn split_documents(text: &str) -> Vec<(u32, &str)> {
             }
         }
         pos += line.len();
-        line_no += 1;
     }
     if !text[start..].trim().is_empty() {
         chunks.push((start_line, &text[start..]));
@@ -303,14 +306,15 @@ fn parse_one(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, D
                 Some(node)
             }
             Event::Scalar(text, style, anchor, tag) => {
-                let value = match Scalar::parse_from_cow_and_metadata(text.clone(), style, tag.as_ref()) {
-                    Some(Scalar::Null) => Value::Null,
-                    Some(Scalar::Boolean(b)) => Value::Bool(b),
-                    Some(Scalar::Integer(i)) => Value::Int(i),
-                    Some(Scalar::FloatingPoint(f)) => Value::Float(f.into_inner()),
-                    Some(Scalar::String(s)) => Value::Str(s.into_owned()),
-                    None => Value::Str(text.into_owned()),
-                };
+                let value =
+                    match Scalar::parse_from_cow_and_metadata(text.clone(), style, tag.as_ref()) {
+                        Some(Scalar::Null) => Value::Null,
+                        Some(Scalar::Boolean(b)) => Value::Bool(b),
+                        Some(Scalar::Integer(i)) => Value::Int(i),
+                        Some(Scalar::FloatingPoint(f)) => Value::Float(f.into_inner()),
+                        Some(Scalar::String(s)) => Value::Str(s.into_owned()),
+                        None => Value::Str(text.into_owned()),
+                    };
                 // A plain empty value (`key:`) is null; a quoted empty string is "".
                 let value = match (&value, style) {
                     (Value::Str(s), ScalarStyle::Plain) if s.is_empty() => Value::Null,
@@ -374,7 +378,16 @@ fn parse_one(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, D
                         };
                         *key = Some((k, node.line));
                     }
-                    Some((k, _)) => insert_entry(entries, k, node),
+                    // A field's line is its key's line: a nested mapping or list
+                    // would otherwise start at its first child.
+                    Some((k, key_line)) => insert_entry(
+                        entries,
+                        k,
+                        Node {
+                            line: key_line,
+                            ..node
+                        },
+                    ),
                 },
             }
         }
@@ -382,7 +395,12 @@ fn parse_one(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, D
     Ok(root)
 }
 
-fn push_frame(stack: &mut Vec<Frame>, frame: Frame, line: u32, limits: &Limits) -> Result<(), DocError> {
+fn push_frame(
+    stack: &mut Vec<Frame>,
+    frame: Frame,
+    line: u32,
+    limits: &Limits,
+) -> Result<(), DocError> {
     if stack.len() >= limits.max_depth {
         return Err(DocError {
             line,
@@ -439,7 +457,10 @@ mod tests {
         let root = docs[0].result.as_ref().unwrap().as_ref().unwrap();
         let path = |p: &str| -> Vec<serde_json::Value> { serde_json::from_str(p).unwrap() };
         assert_eq!(root.line_of(&path(r#"["spec","resolution"]"#)), 3);
-        assert_eq!(root.line_of(&path(r#"["spec","endpoints",0,"address"]"#)), 5);
+        assert_eq!(
+            root.line_of(&path(r#"["spec","endpoints",0,"address"]"#)),
+            5
+        );
         // Absent fields point at the nearest parent.
         assert_eq!(root.line_of(&path(r#"["spec","missing","deeper"]"#)), 2);
     }
@@ -456,14 +477,21 @@ mod tests {
     fn core_schema_scalars() {
         let docs = parse("a: \"false\"\nb: false\nc: 3\nd:\ne: ''\n");
         let json = docs[0].result.as_ref().unwrap().as_ref().unwrap().to_json();
-        assert_eq!(json, serde_json::json!({"a": "false", "b": false, "c": 3, "d": null, "e": ""}));
+        assert_eq!(
+            json,
+            serde_json::json!({"a": "false", "b": false, "c": 3, "d": null, "e": ""})
+        );
     }
 
     #[test]
     fn billion_laughs_is_stopped() {
         let mut text = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 0..8 {
-            let prev = if i == 0 { "a".to_string() } else { format!("a{}", i - 1) };
+            let prev = if i == 0 {
+                "a".to_string()
+            } else {
+                format!("a{}", i - 1)
+            };
             text.push_str(&format!(
                 "a{i}: &a{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
             ));

@@ -69,8 +69,15 @@ pub fn of(model: &Model) -> Coverage {
     }
     let mut total = TotalCoverage {
         namespaces: namespaces.len(),
-        namespaces_strict: namespaces.values().filter(|n| n.mtls_mode == "STRICT").count(),
-        namespaces_injected: model.namespaces.values().filter(|n| n.injection.enabled).count(),
+        namespaces_strict: namespaces
+            .values()
+            .filter(|n| n.mtls_mode == "STRICT")
+            .count(),
+        namespaces_injected: model
+            .namespaces
+            .values()
+            .filter(|n| n.injection.enabled)
+            .count(),
         ..Default::default()
     };
     for n in namespaces.values() {

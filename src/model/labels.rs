@@ -34,7 +34,10 @@ impl LabelsExt for Labels {
     }
 
     fn canonical(&self) -> String {
-        self.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+        self.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     fn invalid(&self) -> Vec<InvalidLabel> {
@@ -71,13 +74,17 @@ pub fn address_problem(address: &str) -> Option<String> {
         return if path.starts_with('/') {
             None
         } else {
-            Some(format!("{address:?} is a unix socket address without an absolute path"))
+            Some(format!(
+                "{address:?} is a unix socket address without an absolute path"
+            ))
         };
     }
     if address.parse::<std::net::IpAddr>().is_ok() || is_fqdn(address) {
         return None;
     }
-    Some(format!("{address:?} is not a valid IP address, FQDN or unix socket"))
+    Some(format!(
+        "{address:?} is not a valid IP address, FQDN or unix socket"
+    ))
 }
 
 fn is_fqdn(s: &str) -> bool {
@@ -110,13 +117,21 @@ mod tests {
         assert_eq!(address_problem("vm1.example.com"), None);
         assert_eq!(address_problem("unix:///var/run/app.sock"), None);
         assert!(address_problem("10.0.0.1 ").unwrap().contains("whitespace"));
-        assert!(address_problem("10.0.0.300").unwrap().contains("not a valid"));
-        assert!(address_problem("vm_1.example").unwrap().contains("not a valid"));
+        assert!(address_problem("10.0.0.300")
+            .unwrap()
+            .contains("not a valid"));
+        assert!(address_problem("vm_1.example")
+            .unwrap()
+            .contains("not a valid"));
     }
 
     #[test]
     fn selection() {
-        let l: Labels = [("app".to_string(), "a".to_string()), ("v".to_string(), "1".to_string())].into();
+        let l: Labels = [
+            ("app".to_string(), "a".to_string()),
+            ("v".to_string(), "1".to_string()),
+        ]
+        .into();
         let s: Labels = [("app".to_string(), "a".to_string())].into();
         assert!(l.selected_by(&s));
         let s2: Labels = [("app".to_string(), "b".to_string())].into();

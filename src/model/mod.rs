@@ -124,14 +124,25 @@ pub struct PeerAuthn {
     pub unproxied: Vec<String>,
 }
 
-const WORKLOAD_KINDS: &[&str] = &["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"];
+const WORKLOAD_KINDS: &[&str] = &[
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "ReplicaSet",
+    "Job",
+    "CronJob",
+    "Pod",
+];
 
 /// Kinds whose selector chooses proxies (and so only counts injected workloads),
 /// with where the selector lives.
 const POLICY_SELECTORS: &[(&str, &[&str])] = &[
     ("AuthorizationPolicy", &["spec", "selector", "matchLabels"]),
     ("PeerAuthentication", &["spec", "selector", "matchLabels"]),
-    ("RequestAuthentication", &["spec", "selector", "matchLabels"]),
+    (
+        "RequestAuthentication",
+        &["spec", "selector", "matchLabels"],
+    ),
     ("Telemetry", &["spec", "selector", "matchLabels"]),
     ("Sidecar", &["spec", "workloadSelector", "labels"]),
     ("WasmPlugin", &["spec", "selector", "matchLabels"]),
@@ -171,7 +182,10 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
     let mut model = Model::default();
 
     // Namespaces: declared ones first, then every namespace a resource lives in.
-    for r in resources.iter().filter(|r| r.kind == "Namespace" && r.api_version == "v1") {
+    for r in resources
+        .iter()
+        .filter(|r| r.kind == "Namespace" && r.api_version == "v1")
+    {
         let labels = r.labels().map(Labels::from_json).unwrap_or_default();
         let injection = injection_of(&labels);
         model.namespaces.insert(
@@ -193,23 +207,29 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
     }
     for r in resources {
         if let Some(ns) = &r.namespace {
-            model.namespaces.entry(ns.clone()).or_insert_with(|| Namespace {
-                name: ns.clone(),
-                declared: false,
-                resource: None,
-                labels: Labels::new(),
-                injection: Injection::default(),
-                mtls: NamespaceMtls {
-                    mode: "PERMISSIVE".into(),
-                    source: None,
-                },
-                workloads: 0,
-                workloads_with_proxy: 0,
-            });
+            model
+                .namespaces
+                .entry(ns.clone())
+                .or_insert_with(|| Namespace {
+                    name: ns.clone(),
+                    declared: false,
+                    resource: None,
+                    labels: Labels::new(),
+                    injection: Injection::default(),
+                    mtls: NamespaceMtls {
+                        mode: "PERMISSIVE".into(),
+                        source: None,
+                    },
+                    workloads: 0,
+                    workloads_with_proxy: 0,
+                });
         }
     }
 
-    for r in resources.iter().filter(|r| WORKLOAD_KINDS.contains(&r.kind.as_str())) {
+    for r in resources
+        .iter()
+        .filter(|r| WORKLOAD_KINDS.contains(&r.kind.as_str()))
+    {
         if let Some(mut w) = workload_of(r, &model.namespaces) {
             if let Some(before) = base.and_then(|b| b.workloads.iter().find(|b| b.id == w.id)) {
                 if w.proxy && !before.proxy && before.template_hash == w.template_hash {
@@ -238,7 +258,10 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
             .push(w.id.clone());
     }
 
-    for r in resources.iter().filter(|r| r.kind == "WorkloadEntry" && is_istio(r)) {
+    for r in resources
+        .iter()
+        .filter(|r| r.kind == "WorkloadEntry" && is_istio(r))
+    {
         model.workload_entries.push(workload_entry_of(r));
     }
     for we in &model.workload_entries {
@@ -250,8 +273,14 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
                 .push(we.id.clone());
         }
     }
-    for r in resources.iter().filter(|r| r.kind == "WorkloadGroup" && is_istio(r)) {
-        if let (Some(ns), Some(sa)) = (&r.namespace, str_at(&r.body, "/spec/template/serviceAccount")) {
+    for r in resources
+        .iter()
+        .filter(|r| r.kind == "WorkloadGroup" && is_istio(r))
+    {
+        if let (Some(ns), Some(sa)) = (
+            &r.namespace,
+            str_at(&r.body, "/spec/template/serviceAccount"),
+        ) {
             model
                 .service_accounts
                 .entry(format!("{ns}/{sa}"))
@@ -277,7 +306,10 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
     let mut selected_by: HashMap<String, Vec<String>> = HashMap::new();
     for s in selectors.iter().filter(|s| s.kind == "ServiceEntry") {
         for m in &s.matches {
-            selected_by.entry(m.clone()).or_default().push(s.resource.clone());
+            selected_by
+                .entry(m.clone())
+                .or_default()
+                .push(s.resource.clone());
         }
     }
     for we in &mut model.workload_entries {
@@ -327,7 +359,10 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
         .unwrap_or_default();
     let spec = template.get("spec");
     let service_account = spec
-        .and_then(|s| s.get("serviceAccountName").or_else(|| s.get("serviceAccount")))
+        .and_then(|s| {
+            s.get("serviceAccountName")
+                .or_else(|| s.get("serviceAccount"))
+        })
         .and_then(Json::as_str)
         .unwrap_or("default")
         .to_string();
@@ -341,7 +376,8 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
             .is_some_and(|cs| {
                 cs.iter().any(|c| {
                     c.get("name").and_then(Json::as_str) == Some("istio-proxy")
-                        && (!native || c.get("restartPolicy").and_then(Json::as_str) == Some("Always"))
+                        && (!native
+                            || c.get("restartPolicy").and_then(Json::as_str) == Some("Always"))
                 })
             })
     };
@@ -365,7 +401,10 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
     } else if host_network {
         (false, "hostNetwork pods are never injected".to_string())
     } else if opted_out {
-        (false, "opted out with sidecar.istio.io/inject: \"false\"".to_string())
+        (
+            false,
+            "opted out with sidecar.istio.io/inject: \"false\"".to_string(),
+        )
     } else {
         match ns {
             Some(ns) if ns.injection.enabled => (
@@ -394,9 +433,12 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
         }
     };
     let replicas = match r.kind.as_str() {
-        "Deployment" | "StatefulSet" | "ReplicaSet" => {
-            Some(r.body.pointer("/spec/replicas").and_then(Json::as_i64).unwrap_or(1))
-        }
+        "Deployment" | "StatefulSet" | "ReplicaSet" => Some(
+            r.body
+                .pointer("/spec/replicas")
+                .and_then(Json::as_i64)
+                .unwrap_or(1),
+        ),
         "Pod" => Some(1),
         _ => None,
     };
@@ -507,7 +549,9 @@ fn labels_at(body: &Json, path: &[&str]) -> Option<Labels> {
 }
 
 fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector> {
-    let Some(ns) = r.namespace.as_deref() else { return Vec::new() };
+    let Some(ns) = r.namespace.as_deref() else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     if r.kind == "ServiceEntry" {
         if let Some(labels) = labels_at(&r.body, &["spec", "workloadSelector", "labels"]) {
@@ -549,7 +593,8 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
     let Some((_, path)) = POLICY_SELECTORS.iter().find(|(k, _)| *k == r.kind) else {
         return out;
     };
-    let has_target_ref = r.body.pointer("/spec/targetRef").is_some() || r.body.pointer("/spec/targetRefs").is_some();
+    let has_target_ref =
+        r.body.pointer("/spec/targetRef").is_some() || r.body.pointer("/spec/targetRefs").is_some();
     let workloads = index.workloads_for(ns, mesh);
     let entries = index.entries_for(ns, mesh);
     match labels_at(&r.body, path) {
@@ -598,7 +643,12 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
                 kind: r.kind.clone(),
                 namespace: ns.to_string(),
                 path: Vec::new(),
-                scope: if ns == mesh.root_namespace { "mesh" } else { "namespace" }.into(),
+                scope: if ns == mesh.root_namespace {
+                    "mesh"
+                } else {
+                    "namespace"
+                }
+                .into(),
                 labels: None,
                 counts: "injected_workloads".into(),
                 match_count: matches.len(),
@@ -627,7 +677,11 @@ fn peer_authn_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> PeerAuthn {
         .body
         .pointer("/spec/portLevelMtls")
         .and_then(Json::as_object)
-        .map(|m| m.iter().map(|(port, v)| (port.clone(), mode_at(Some(v)))).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(port, v)| (port.clone(), mode_at(Some(v))))
+                .collect()
+        })
         .unwrap_or_default();
     let selector = r
         .body
@@ -640,7 +694,11 @@ fn peer_authn_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> PeerAuthn {
         Some(sel) => (
             "workload",
             format!("workload:{ns}:{}", sel.canonical()),
-            candidates.iter().copied().filter(|w| w.labels.selected_by(sel)).collect(),
+            candidates
+                .iter()
+                .copied()
+                .filter(|w| w.labels.selected_by(sel))
+                .collect(),
         ),
         None if ns == mesh.root_namespace => ("mesh", "mesh".to_string(), candidates.to_vec()),
         None => ("namespace", format!("namespace:{ns}"), candidates.to_vec()),
@@ -653,7 +711,11 @@ fn peer_authn_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> PeerAuthn {
         scope_key,
         strict,
         workloads: covered.iter().map(|w| w.id.clone()).collect(),
-        unproxied: covered.iter().filter(|w| !w.proxy).map(|w| w.id.clone()).collect(),
+        unproxied: covered
+            .iter()
+            .filter(|w| !w.proxy)
+            .map(|w| w.id.clone())
+            .collect(),
         mode,
         port_modes,
     }
@@ -663,7 +725,9 @@ fn peer_authn_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> PeerAuthn {
 /// with neither, Istio's default is PERMISSIVE.
 fn apply_mtls(model: &mut Model, pas: &[PeerAuthn], mesh: &MeshConfig) {
     let mesh_pa = pas.iter().find(|p| p.scope == "mesh" && p.mode != "UNSET");
-    let mesh_mode = mesh_pa.map(|p| p.mode.clone()).unwrap_or_else(|| "PERMISSIVE".into());
+    let mesh_mode = mesh_pa
+        .map(|p| p.mode.clone())
+        .unwrap_or_else(|| "PERMISSIVE".into());
     model.mtls_scopes.insert("mesh".into(), mesh_mode.clone());
     for (name, ns) in model.namespaces.iter_mut() {
         let own = pas

@@ -32,8 +32,9 @@ impl PolicySource {
 
     fn defines(&self, rule: &str) -> bool {
         self.text.lines().any(|l| {
-            l.strip_prefix(rule)
-                .is_some_and(|rest| rest.starts_with([' ', '\t', '[', ':', '=', '{']) || rest.is_empty())
+            l.strip_prefix(rule).is_some_and(|rest| {
+                rest.starts_with([' ', '\t', '[', ':', '=', '{']) || rest.is_empty()
+            })
         })
     }
 
@@ -61,12 +62,14 @@ pub fn builtin() -> Vec<PolicySource> {
 /// Every `.rego` file directly in `dir` (sorted), named by `display_prefix/file`.
 pub fn load_dir(dir: &Path, display_prefix: &str) -> Result<Vec<PolicySource>> {
     let mut out = Vec::new();
-    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read policy folder {}", dir.display()))?;
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read policy folder {}", dir.display()))?;
     for entry in entries {
         let entry = entry?;
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "rego") && entry.file_type()?.is_file() {
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
             let name = entry.file_name().to_string_lossy().to_string();
             out.push(PolicySource {
                 path: if display_prefix.is_empty() {
@@ -180,6 +183,7 @@ impl Policies {
         let mut findings = Vec::new();
         let mut problems = Vec::new();
         for (package, file) in &self.packages {
+            let started = std::time::Instant::now();
             let rule = format!("data.{package}.findings");
             let value = match engine.eval_rule(rule.clone()) {
                 Ok(v) => v,
@@ -191,6 +195,11 @@ impl Policies {
                     continue;
                 }
             };
+            tracing::debug!(
+                package,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "package evaluated"
+            );
             if value == regorus::Value::Undefined {
                 continue;
             }

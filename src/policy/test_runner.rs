@@ -55,7 +55,10 @@ pub fn run_tests(sources: &[PolicySource]) -> Result<TestReport> {
             let rule = format!("data.{package}.{name}");
             let (passed, detail) = match engine.eval_rule(rule) {
                 Ok(regorus::Value::Bool(true)) => (true, None),
-                Ok(regorus::Value::Undefined) => (false, Some("undefined (a condition in its body did not hold)".into())),
+                Ok(regorus::Value::Undefined) => (
+                    false,
+                    Some("undefined (a condition in its body did not hold)".into()),
+                ),
                 Ok(other) => (false, Some(format!("evaluated to {other}"))),
                 Err(e) => (false, Some(format!("error: {e}"))),
             };

@@ -9,7 +9,11 @@ pub enum Links {
     /// Plain `file:line`.
     None,
     /// `https://github.com/owner/repo/blob/<sha>/<prefix><file>#L<line>`.
-    Blob { base_url: String, sha: String, prefix: String },
+    Blob {
+        base_url: String,
+        sha: String,
+        prefix: String,
+    },
 }
 
 impl Links {
@@ -17,8 +21,15 @@ impl Links {
         let label = format!("{}:{}", f.file, f.line);
         match self {
             Links::None => format!("`{label}`"),
-            Links::Blob { base_url, sha, prefix } => {
-                format!("[{label}]({base_url}/blob/{sha}/{prefix}{}#L{})", f.file, f.line)
+            Links::Blob {
+                base_url,
+                sha,
+                prefix,
+            } => {
+                format!(
+                    "[{label}]({base_url}/blob/{sha}/{prefix}{}#L{})",
+                    f.file, f.line
+                )
             }
         }
     }
@@ -41,8 +52,16 @@ fn table(out: &mut String, findings: &[&Finding], links: &Links) {
     let _ = writeln!(out, "| Severity | Rule | Where | What happens |");
     let _ = writeln!(out, "|---|---|---|---|");
     for f in findings {
-        let resource = f.resource.as_ref().map(|r| format!("<br>`{}`", r.id())).unwrap_or_default();
-        let code = f.istio_code.as_ref().map(|c| format!(" ({c})")).unwrap_or_default();
+        let resource = f
+            .resource
+            .as_ref()
+            .map(|r| format!("<br>`{}`", r.id()))
+            .unwrap_or_default();
+        let code = f
+            .istio_code
+            .as_ref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
             "| {} | `{}`{} | {}{} | {} |",
@@ -66,7 +85,10 @@ pub fn render(report: &Report, links: &Links) -> String {
             if s.blocking == 1 { "" } else { "s" },
             s.fail_on.as_str()
         ),
-        Verdict::Pass => format!("✅ **meshward: no blocking findings** (fail-on {})", s.fail_on.as_str()),
+        Verdict::Pass => format!(
+            "✅ **meshward: no blocking findings** (fail-on {})",
+            s.fail_on.as_str()
+        ),
     };
     let _ = writeln!(out, "{headline}\n");
     let _ = writeln!(
@@ -75,17 +97,31 @@ pub fn render(report: &Report, links: &Links) -> String {
         s.introduced,
         s.existing,
         s.resolved,
-        if s.suppressed > 0 { format!(" · {} covered by exceptions", s.suppressed) } else { String::new() }
+        if s.suppressed > 0 {
+            format!(" · {} covered by exceptions", s.suppressed)
+        } else {
+            String::new()
+        }
     );
 
-    let by = |status: Status| -> Vec<&Finding> { report.findings.iter().filter(|f| f.status == status).collect() };
+    let by = |status: Status| -> Vec<&Finding> {
+        report
+            .findings
+            .iter()
+            .filter(|f| f.status == status)
+            .collect()
+    };
     let introduced = by(Status::Introduced);
     let existing = by(Status::Existing);
     let resolved = by(Status::Resolved);
     let has_base = s.base.is_some();
 
     if has_base {
-        let _ = writeln!(out, "### Introduced by this change ({})\n", introduced.len());
+        let _ = writeln!(
+            out,
+            "### Introduced by this change ({})\n",
+            introduced.len()
+        );
         if introduced.is_empty() {
             let _ = writeln!(out, "Nothing new.\n");
         } else {
@@ -97,15 +133,32 @@ pub fn render(report: &Report, links: &Links) -> String {
     coverage_table(&mut out, report);
 
     if !resolved.is_empty() {
-        let _ = writeln!(out, "<details><summary>Resolved by this change ({})</summary>\n", resolved.len());
+        let _ = writeln!(
+            out,
+            "<details><summary>Resolved by this change ({})</summary>\n",
+            resolved.len()
+        );
         for f in &resolved {
-            let _ = writeln!(out, "- `{}` {}: {}", f.rule, f.resource.as_ref().map(|r| r.id()).unwrap_or_else(|| f.file.clone()), cell(&f.message));
+            let _ = writeln!(
+                out,
+                "- `{}` {}: {}",
+                f.rule,
+                f.resource
+                    .as_ref()
+                    .map(|r| r.id())
+                    .unwrap_or_else(|| f.file.clone()),
+                cell(&f.message)
+            );
         }
         let _ = writeln!(out, "\n</details>\n");
     }
     if !existing.is_empty() {
         if has_base {
-            let _ = writeln!(out, "<details><summary>Existing findings ({})</summary>\n", existing.len());
+            let _ = writeln!(
+                out,
+                "<details><summary>Existing findings ({})</summary>\n",
+                existing.len()
+            );
             table(&mut out, &existing, links);
             let _ = writeln!(out, "\n</details>\n");
         } else {
@@ -139,13 +192,31 @@ fn coverage_table(out: &mut String, report: &Report) {
         ),
         (
             "Selectors that select something",
-            format!("{}/{}", head.selectors_effective, head.selectors_effective + head.selectors_ineffective),
-            base.map(|b| format!("{}/{}", b.selectors_effective, b.selectors_effective + b.selectors_ineffective)),
+            format!(
+                "{}/{}",
+                head.selectors_effective,
+                head.selectors_effective + head.selectors_ineffective
+            ),
+            base.map(|b| {
+                format!(
+                    "{}/{}",
+                    b.selectors_effective,
+                    b.selectors_effective + b.selectors_ineffective
+                )
+            }),
         ),
         (
             "WorkloadEntries a ServiceEntry selects",
-            format!("{}/{}", head.workload_entries_selected, head.workload_entries_total),
-            base.map(|b| format!("{}/{}", b.workload_entries_selected, b.workload_entries_total)),
+            format!(
+                "{}/{}",
+                head.workload_entries_selected, head.workload_entries_total
+            ),
+            base.map(|b| {
+                format!(
+                    "{}/{}",
+                    b.workload_entries_selected, b.workload_entries_total
+                )
+            }),
         ),
     ];
     let _ = writeln!(out, "### Mesh coverage\n");

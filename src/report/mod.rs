@@ -92,7 +92,9 @@ pub fn render(report: &Report, format: Format, color: bool) -> String {
     match format {
         Format::Text => text::render(report, color),
         Format::Json => json(report),
-        Format::Sarif => serde_json::to_string_pretty(&sarif::render(report)).unwrap_or_default() + "\n",
+        Format::Sarif => {
+            serde_json::to_string_pretty(&sarif::render(report)).unwrap_or_default() + "\n"
+        }
         Format::Markdown => markdown::render(report, &markdown::Links::None),
     }
 }

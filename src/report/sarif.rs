@@ -15,18 +15,28 @@ fn level(s: Severity) -> &'static str {
 }
 
 pub fn render(report: &Report) -> Value {
-    let live: Vec<_> = report.findings.iter().filter(|f| f.status != Status::Resolved).collect();
+    let live: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.status != Status::Resolved)
+        .collect();
     // Every rule that produced a result gets an entry, built-in or the repo's own.
     let mut rule_ids: BTreeMap<&str, Severity> = BTreeMap::new();
     for f in &live {
         rule_ids.entry(f.rule.as_str()).or_insert(f.severity);
     }
-    let index: BTreeMap<&str, usize> = rule_ids.keys().enumerate().map(|(i, id)| (*id, i)).collect();
+    let index: BTreeMap<&str, usize> = rule_ids
+        .keys()
+        .enumerate()
+        .map(|(i, id)| (*id, i))
+        .collect();
     let rules: Vec<Value> = rule_ids
         .iter()
         .map(|(id, sev)| {
             let doc = rules::find(id);
-            let summary = doc.map(|d| d.summary).unwrap_or("Rule from a repository policy");
+            let summary = doc
+                .map(|d| d.summary)
+                .unwrap_or("Rule from a repository policy");
             let help = doc
                 .map(|d| d.help)
                 .unwrap_or("Defined in the repository's .meshward/policies.");

@@ -13,7 +13,11 @@ pub fn render(report: &Report, color: bool) -> String {
             if current_file.is_some() {
                 out.push('\n');
             }
-            let header = if f.file.is_empty() { "(no file)" } else { f.file.as_str() };
+            let header = if f.file.is_empty() {
+                "(no file)"
+            } else {
+                f.file.as_str()
+            };
             if color {
                 let _ = writeln!(out, "{}", header.bold());
             } else {
@@ -32,8 +36,16 @@ pub fn render(report: &Report, color: bool) -> String {
             Status::Existing => "",
             Status::Resolved => " [resolved]",
         };
-        let resource = f.resource.as_ref().map(|r| format!(" {}:", r.id())).unwrap_or_default();
-        let code = f.istio_code.as_ref().map(|c| format!(" ({c})")).unwrap_or_default();
+        let resource = f
+            .resource
+            .as_ref()
+            .map(|r| format!(" {}:", r.id()))
+            .unwrap_or_default();
+        let code = f
+            .istio_code
+            .as_ref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
             "  {}:{} {} {}{}{}{} {}",
