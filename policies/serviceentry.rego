@@ -74,11 +74,17 @@ finding(rule, severity, e, path, message) := {
 # ---------------------------------------------------------------------------
 # serviceentry/none-with-endpoints (error)
 
+# The resolution is the choice that conflicts with the endpoints: point at it when it
+# is set (for a rendered root, that is often the patch or values line that set it).
+resolution_path(e) := ["spec", "resolution"] if {
+	lib.has_value(e.spec, "resolution")
+} else := ["spec", "endpoints"]
+
 findings contains f if {
 	some e in entries
 	count(e.endpoints) > 0
 	e.resolution == "NONE"
-	f := finding("serviceentry/none-with-endpoints", "error", e, ["spec", "endpoints"], sprintf(
+	f := finding("serviceentry/none-with-endpoints", "error", e, resolution_path(e), sprintf(
 		"%s has %s but lists %s: NONE forwards each call to its original destination address and the API server rejects endpoints with it. Set resolution: STATIC for IP endpoints or DNS for host names, or remove the endpoints.",
 		[se_name(e), resolution_text(e), lib.counted(count(e.endpoints), "endpoint", "endpoints")],
 	))
@@ -91,7 +97,7 @@ findings contains f if {
 	some e in entries
 	count(e.endpoints) > 1
 	e.resolution == "DNS_ROUND_ROBIN"
-	f := finding("serviceentry/round-robin-multiple-endpoints", "error", e, ["spec", "endpoints"], sprintf(
+	f := finding("serviceentry/round-robin-multiple-endpoints", "error", e, resolution_path(e), sprintf(
 		"%s has resolution DNS_ROUND_ROBIN with %d endpoints: DNS_ROUND_ROBIN resolves a single name and allows at most one endpoint, so the API server rejects it. Use resolution: DNS for several endpoints, or keep one.",
 		[se_name(e), count(e.endpoints)],
 	))

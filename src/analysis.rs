@@ -23,6 +23,13 @@ pub struct Revision<'a> {
 }
 
 pub struct Options {
+    /// helm and kustomize, for render roots.
+    pub tools: crate::render::Tools,
+    /// URLs under which app objects name this repository (besides `render.repo_urls`).
+    pub repo_urls: Vec<String>,
+    /// Paths the change touches; only render roots reading one are rendered. None:
+    /// render every root.
+    pub changed_paths: Option<std::collections::BTreeSet<String>>,
     /// Policies given on the command line: trusted like the built-ins.
     pub extra_policies: Vec<PolicySource>,
     pub evidence: Option<Evidence>,
@@ -98,6 +105,18 @@ pub fn analyze(
         || parse_revision(&head, &config, opts),
         || base.as_ref().map(|b| parse_revision(b, &config, opts)),
     );
+    let (head_parsed, head_render) = head_parsed;
+    let (base_parsed, base_render) = match base_parsed {
+        Some((p, r)) => (Some(p), Some(r)),
+        None => (None, None),
+    };
+    if let Some(note) = render_note(
+        &head_render,
+        base_render.as_ref(),
+        opts.changed_paths.is_some(),
+    ) {
+        notes.push(note);
+    }
     let base_loaded = base_parsed.map(|loaded| {
         let model = model::build(&loaded.resources, &config.mesh, None);
         (loaded, model)
@@ -231,15 +250,92 @@ fn is_manifest(f: &SourceFile, config: &RepoConfig) -> bool {
         && config.path_selected(&f.path)
 }
 
-fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> manifest::Loaded {
+/// What rendering did in one revision.
+#[derive(Debug, Default, Clone)]
+pub struct RenderStats {
+    pub roots: usize,
+    pub rendered: usize,
+}
+
+fn render_note(head: &RenderStats, base: Option<&RenderStats>, selective: bool) -> Option<String> {
+    let roots = head.roots.max(base.map_or(0, |b| b.roots));
+    if roots == 0 {
+        return None;
+    }
+    let rendered = head.rendered.max(base.map_or(0, |b| b.rendered));
+    Some(if selective && rendered < roots {
+        format!(
+            "Rendered {rendered} of {roots} render roots (kustomize, Helm, app objects): the others read no file this change touches, so their objects were not checked in this run."
+        )
+    } else {
+        format!("Rendered {rendered} of {roots} render roots (kustomize, Helm, app objects).")
+    })
+}
+
+fn parse_revision(
+    rev: &Revision,
+    config: &RepoConfig,
+    opts: &Options,
+) -> (manifest::Loaded, RenderStats) {
+    let discovery = crate::render::discover(rev.tree);
+    // Inputs of render roots are checked through their rendered output only.
     let files: Vec<SourceFile> = rev
         .tree
         .files
         .iter()
-        .filter(|f| is_manifest(f, config))
+        .filter(|f| is_manifest(f, config) && !discovery.is_input(&f.path))
         .cloned()
         .collect();
     let mut loaded = manifest::load(&files, &opts.limits);
+    // Count every manifest read, render inputs included.
+    loaded.files = rev
+        .tree
+        .files
+        .iter()
+        .filter(|f| is_manifest(f, config))
+        .count();
+    let mut repo_urls: std::collections::BTreeSet<String> = opts
+        .repo_urls
+        .iter()
+        .chain(&config.render.repo_urls)
+        .map(|u| crate::render::roots::normalize_repo_url(u))
+        .collect();
+    repo_urls.retain(|u| !u.is_empty());
+    let plan = crate::render::plan(
+        rev.tree,
+        &discovery,
+        &loaded.resources,
+        &config.render,
+        &repo_urls,
+    );
+    loaded.findings.extend(plan.findings.iter().cloned());
+    // Plain folders an app object applies: their objects default to its namespace.
+    for d in &plan.directories {
+        let under: Vec<SourceFile> = files.iter().filter(|f| d.holds(&f.path)).cloned().collect();
+        if under.is_empty() || d.namespace == "default" {
+            continue;
+        }
+        loaded.resources.retain(|r| !d.holds(&r.file));
+        loaded.findings.retain(|f| !d.holds(&f.file));
+        let mut again = manifest::load_with_namespace(&under, &opts.limits, Some(&d.namespace));
+        loaded.resources.append(&mut again.resources);
+        loaded.findings.append(&mut again.findings);
+    }
+    let selected: Vec<&crate::render::PlannedRoot> = plan
+        .roots
+        .iter()
+        .filter(|r| match &opts.changed_paths {
+            None => true,
+            Some(changed) => changed.iter().any(|p| r.reads(p)),
+        })
+        .collect();
+    let stats = RenderStats {
+        roots: plan.roots.len(),
+        rendered: selected.len(),
+    };
+    if !selected.is_empty() {
+        render_selected(rev, config, opts, &selected, &mut loaded);
+    }
     for (path, size) in &rev.tree.oversized {
         if config.path_selected(path) {
             loaded.findings.push(input_finding(
@@ -262,7 +358,53 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> manife
             ));
         }
     }
-    loaded
+    (loaded, stats)
+}
+
+fn render_selected(
+    rev: &Revision,
+    config: &RepoConfig,
+    opts: &Options,
+    roots: &[&crate::render::PlannedRoot],
+    loaded: &mut manifest::Loaded,
+) {
+    use rayon::prelude::*;
+    let dir = match rev.tree.source.as_ref().map(crate::workspace::materialize) {
+        Some(Ok(dir)) => dir,
+        other => {
+            let why = match other {
+                Some(Err(e)) => format!("{e:#}"),
+                _ => "the revision is not available on disk".to_string(),
+            };
+            for r in roots {
+                loaded.findings.push(input_finding(
+                    "render/failed",
+                    Severity::Error,
+                    &r.root.entry,
+                    r.root.entry_line,
+                    format!("{} was not rendered: {why}", r.root.label()),
+                ));
+            }
+            return;
+        }
+    };
+    let mut limits = crate::render::RenderLimits::default();
+    if let Some(t) = config.render.timeout_seconds {
+        limits.timeout = std::time::Duration::from_secs(t);
+    }
+    if let Some(m) = config.render.max_output_bytes {
+        limits.max_output_bytes = m;
+    }
+    let repo_dir = dir.path().to_path_buf();
+    let read = |p: &str| std::fs::read_to_string(repo_dir.join(p)).ok();
+    let rendered: Vec<crate::render::Rendered> = roots
+        .par_iter()
+        .map(|r| crate::render::render_root(r, &repo_dir, &opts.tools, &limits, &read))
+        .collect();
+    for mut r in rendered {
+        loaded.resources.append(&mut r.resources);
+        loaded.findings.append(&mut r.findings);
+    }
 }
 
 fn evaluate_revision(
@@ -366,15 +508,23 @@ fn to_finding(
         })?),
         None => None,
     };
+    let (file, line, note) = match resource {
+        Some(r) => r.locate(&raw.path),
+        None => (String::new(), 0, None),
+    };
+    let message = match note {
+        Some(note) => format!("{} ({note})", raw.message),
+        None => raw.message,
+    };
     Ok(Some(Finding {
         rule: raw.rule,
         severity,
         status: Status::Existing,
         resource: resource.map(Resource::reference),
-        file: resource.map(|r| r.file.clone()).unwrap_or_default(),
-        line: resource.map(|r| r.line_of(&raw.path)).unwrap_or(0),
+        file,
+        line,
         path: raw.path,
-        message: raw.message,
+        message,
         istio_code: raw.istio_code,
     }))
 }

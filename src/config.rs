@@ -24,6 +24,9 @@ pub struct RepoConfig {
     pub rules: BTreeMap<String, RuleSetting>,
     #[serde(default)]
     pub exceptions: Vec<Exception>,
+    /// Render roots to add, override or exclude, and render limits.
+    #[serde(default)]
+    pub render: crate::render::RenderConfig,
     /// Line of each exception in the file, for findings about them.
     #[serde(skip)]
     pub exception_lines: Vec<u32>,

@@ -11,6 +11,7 @@ pub mod finding;
 pub mod manifest;
 pub mod model;
 pub mod policy;
+pub mod render;
 pub mod report;
 pub mod workspace;
 
@@ -74,7 +75,19 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         Some(path) => Some(evidence::Evidence::from_file(path)?),
         None => None,
     };
+    let changed_paths = base
+        .as_ref()
+        .and_then(|(b, _)| workspace::changed_paths(b, &head_tree));
+    let repo_urls = match &repo {
+        Some(repo) => repo.remote_urls(),
+        None => workspace::GitRepo::discover(&req.path)
+            .map(|r| r.remote_urls())
+            .unwrap_or_default(),
+    };
     let opts = Options {
+        tools: render::Tools::discover(),
+        repo_urls,
+        changed_paths,
         extra_policies,
         evidence,
         fail_on: req.fail_on,

@@ -15,6 +15,21 @@ pub struct Tree {
     pub oversized: Vec<(String, u64)>,
     /// Symlinks found (never followed).
     pub symlinks: Vec<String>,
+    /// Where the whole revision can be read from, for rendering.
+    pub source: Option<TreeSource>,
+}
+
+/// Where a revision lives.
+#[derive(Debug, Clone)]
+pub enum TreeSource {
+    /// A folder on disk (a working tree, an extracted tarball).
+    Dir(PathBuf),
+    /// A commit of a git repository, and the checked folder's place in it.
+    Git {
+        toplevel: PathBuf,
+        commit: String,
+        prefix: String,
+    },
 }
 
 impl Tree {
@@ -44,6 +59,8 @@ pub fn wanted(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     lower.ends_with(".yaml")
         || lower.ends_with(".yml")
+        || path == "Kustomization"
+        || path.ends_with("/Kustomization")
         || (path.starts_with(".meshward/policies/") && lower.ends_with(".rego"))
 }
 
@@ -104,6 +121,7 @@ pub fn read_dir(root: &Path, limits: &TreeLimits) -> Result<Tree> {
         }
     }
     tree.files.sort_by(|a, b| a.path.cmp(&b.path));
+    tree.source = Some(TreeSource::Dir(root.to_path_buf()));
     Ok(tree)
 }
 
@@ -160,6 +178,21 @@ impl GitRepo {
             toplevel: PathBuf::from(toplevel),
             prefix,
         })
+    }
+
+    /// The URLs of the repository's remotes: app objects that name one of them
+    /// deploy from this repository.
+    pub fn remote_urls(&self) -> Vec<String> {
+        git_output(
+            &self.toplevel,
+            &["config", "--get-regexp", r"^remote\..*\.url$"],
+        )
+        .map(|out| {
+            out.lines()
+                .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
     }
 
     /// The full commit id a revision name stands for.
@@ -233,6 +266,11 @@ impl GitRepo {
         }
         tree.files = cat_blobs(&self.toplevel, &blobs)?;
         tree.files.sort_by(|a, b| a.path.cmp(&b.path));
+        tree.source = Some(TreeSource::Git {
+            toplevel: self.toplevel.clone(),
+            commit,
+            prefix: self.prefix.clone(),
+        });
         Ok(tree)
     }
 }
@@ -281,4 +319,151 @@ fn cat_blobs(toplevel: &Path, blobs: &[(String, String)]) -> Result<Vec<SourceFi
         .context("writing to git cat-file")?;
     child.wait()?;
     Ok(files)
+}
+
+/// The revision as a folder on disk: a `Dir` as it is, a git commit extracted into a
+/// temporary folder (entries that would land outside it are skipped by `tar`).
+pub fn materialize(source: &TreeSource) -> Result<crate::render::Materialized> {
+    use crate::render::Materialized;
+    match source {
+        TreeSource::Dir(p) => Ok(Materialized::Borrowed(p.clone())),
+        TreeSource::Git {
+            toplevel,
+            commit,
+            prefix,
+        } => {
+            let dir = tempfile::tempdir().context("creating a folder for the revision")?;
+            let treeish = if prefix.is_empty() {
+                commit.clone()
+            } else {
+                format!("{commit}:{}", prefix.trim_end_matches('/'))
+            };
+            let mut child = git(toplevel)
+                .args(["archive", "--format=tar", &treeish])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("could not run git archive")?;
+            let stdout = child.stdout.take().context("git archive stdout")?;
+            let mut archive = tar::Archive::new(stdout);
+            archive.set_preserve_permissions(false);
+            archive
+                .unpack(dir.path())
+                .context("extracting the revision")?;
+            let status = child.wait()?;
+            if !status.success() {
+                bail!("git archive {treeish} failed");
+            }
+            Ok(Materialized::Temp(dir))
+        }
+    }
+}
+
+/// Paths (relative to the checked folder) that differ between two revisions, or None
+/// when that cannot be told (then everything is treated as changed).
+pub fn changed_paths(base: &Tree, head: &Tree) -> Option<std::collections::BTreeSet<String>> {
+    let strip = |prefix: &str, out: String| -> Option<String> {
+        out.strip_prefix(prefix).map(str::to_string)
+    };
+    match (base.source.as_ref()?, head.source.as_ref()?) {
+        (
+            TreeSource::Git {
+                toplevel,
+                commit: b,
+                prefix,
+            },
+            TreeSource::Git { commit: h, .. },
+        ) => {
+            let out = git_output(
+                toplevel,
+                &[
+                    "diff",
+                    "--name-only",
+                    "--no-renames",
+                    b,
+                    h,
+                    "--",
+                    &format!(":/{prefix}"),
+                ],
+            )
+            .ok()?;
+            Some(
+                out.lines()
+                    .filter_map(|l| strip(prefix, l.to_string()))
+                    .collect(),
+            )
+        }
+        (
+            TreeSource::Git {
+                toplevel,
+                commit: b,
+                prefix,
+            },
+            TreeSource::Dir(_),
+        ) => {
+            let scope = format!(":/{prefix}");
+            let changed = git_output(
+                toplevel,
+                &["diff", "--name-only", "--no-renames", b, "--", &scope],
+            )
+            .ok()?;
+            let untracked = git_output(
+                toplevel,
+                &[
+                    "ls-files",
+                    "--others",
+                    "--exclude-standard",
+                    "--full-name",
+                    "--",
+                    &scope,
+                ],
+            )
+            .ok()?;
+            Some(
+                changed
+                    .lines()
+                    .chain(untracked.lines())
+                    .filter_map(|l| strip(prefix, l.to_string()))
+                    .collect(),
+            )
+        }
+        (TreeSource::Dir(b), TreeSource::Dir(h)) => Some(diff_dirs(b, h)),
+        _ => None,
+    }
+}
+
+fn all_files(root: &Path) -> std::collections::BTreeMap<String, PathBuf> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() && e.file_name() != ".git" {
+                stack.push(e.path());
+            } else if ft.is_file() || ft.is_symlink() {
+                out.insert(relative(root, &e.path()), e.path());
+            }
+        }
+    }
+    out
+}
+
+/// Changed files between two folders, by content.
+fn diff_dirs(base: &Path, head: &Path) -> std::collections::BTreeSet<String> {
+    let b = all_files(base);
+    let h = all_files(head);
+    let mut out = std::collections::BTreeSet::new();
+    for (path, hp) in &h {
+        match b.get(path) {
+            Some(bp) if std::fs::read(bp).ok() == std::fs::read(hp).ok() => {}
+            _ => {
+                out.insert(path.clone());
+            }
+        }
+    }
+    out.extend(b.keys().filter(|p| !h.contains_key(*p)).cloned());
+    out
 }

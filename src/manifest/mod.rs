@@ -20,6 +20,8 @@ pub struct Resource {
     pub line: u32,
     /// The object's YAML tree, kept to map field paths back to lines.
     pub node: Arc<Node>,
+    /// For rendered objects: how fields map back to the files that produced them.
+    pub origin: Option<Arc<crate::render::SourceMap>>,
 }
 
 impl Resource {
@@ -34,6 +36,17 @@ impl Resource {
 
     pub fn line_of(&self, path: &[serde_json::Value]) -> u32 {
         self.node.line_of(path)
+    }
+
+    /// The file and line that produced a field, and a note when only approximate.
+    pub fn locate(&self, path: &[serde_json::Value]) -> (String, u32, Option<String>) {
+        match &self.origin {
+            Some(map) => {
+                let l = map.locate(path);
+                (l.file, l.line, l.note)
+            }
+            None => (self.file.clone(), self.line_of(path), None),
+        }
     }
 
     pub fn labels(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
@@ -116,8 +129,21 @@ pub fn input_finding(
 /// Parses every file; a broken file or document becomes a finding and the rest is
 /// still loaded.
 pub fn load(files: &[SourceFile], limits: &Limits) -> Loaded {
+    load_with_namespace(files, limits, None)
+}
+
+/// As [`load`], with the namespace that objects naming none are in (a render root's
+/// or an app object's destination), instead of `default`.
+pub fn load_with_namespace(
+    files: &[SourceFile],
+    limits: &Limits,
+    namespace: Option<&str>,
+) -> Loaded {
     use rayon::prelude::*;
-    let per_file: Vec<Loaded> = files.par_iter().map(|f| load_file(f, limits)).collect();
+    let per_file: Vec<Loaded> = files
+        .par_iter()
+        .map(|f| load_file(f, limits, namespace))
+        .collect();
     let mut out = Loaded::default();
     for mut l in per_file {
         out.resources.append(&mut l.resources);
@@ -129,7 +155,7 @@ pub fn load(files: &[SourceFile], limits: &Limits) -> Loaded {
     out
 }
 
-fn load_file(file: &SourceFile, limits: &Limits) -> Loaded {
+fn load_file(file: &SourceFile, limits: &Limits, namespace: Option<&str>) -> Loaded {
     let mut out = Loaded {
         files: 1,
         ..Default::default()
@@ -172,7 +198,9 @@ fn load_file(file: &SourceFile, limits: &Limits) -> Loaded {
         match doc.result {
             Err(e) => out.findings.push(doc_error_finding(&file.path, &e)),
             Ok(None) => {}
-            Ok(Some(node)) => collect_objects(node, &file.path, &mut out),
+            Ok(Some(node)) => {
+                collect_objects(node, &file.path, namespace.unwrap_or("default"), &mut out)
+            }
         }
     }
     out
@@ -200,7 +228,7 @@ fn line_of_byte(bytes: &[u8], pos: usize) -> u32 {
         .count() as u32
 }
 
-fn collect_objects(node: Node, file: &str, out: &mut Loaded) {
+fn collect_objects(node: Node, file: &str, default_namespace: &str, out: &mut Loaded) {
     let api_version = node
         .get("apiVersion")
         .and_then(Node::as_str)
@@ -217,7 +245,7 @@ fn collect_objects(node: Node, file: &str, out: &mut Loaded) {
         }) = node.get("items")
         {
             for item in items.clone() {
-                collect_objects(item, file, out);
+                collect_objects(item, file, default_namespace, out);
             }
         }
         return;
@@ -245,7 +273,7 @@ fn collect_objects(node: Node, file: &str, out: &mut Loaded) {
                 .and_then(|m| m.get("namespace"))
                 .and_then(Node::as_str)
                 .filter(|s| !s.is_empty())
-                .unwrap_or("default")
+                .unwrap_or(default_namespace)
                 .to_string(),
         )
     };
@@ -266,6 +294,7 @@ fn collect_objects(node: Node, file: &str, out: &mut Loaded) {
         file: file.to_string(),
         line: node.line,
         node: Arc::new(node),
+        origin: None,
     });
 }
 

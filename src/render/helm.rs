@@ -1,0 +1,208 @@
+//! Helm roots: vendored dependencies only, `helm template` offline, and mapping of
+//! rendered fields to the values line that set them, else the template.
+
+use super::roots::{join, Root};
+use super::{Problem, SourceMap};
+use crate::manifest::yaml::{self, Limits, Node};
+use serde_json::Value as Json;
+use std::sync::Arc;
+
+/// Dependencies that are not in the chart's `charts/` folder would be downloaded:
+/// refused.
+pub fn check_dependencies(
+    root: &Root,
+    read: &dyn Fn(&str) -> Option<String>,
+    exists: &dyn Fn(&str) -> bool,
+    is_dir: &dyn Fn(&str) -> bool,
+) -> Vec<Problem> {
+    let chart_file = join(&root.path, "Chart.yaml").unwrap_or_default();
+    let Some(chart) = read(&chart_file).and_then(|t| yaml_serde::from_str::<Json>(&t).ok()) else {
+        return vec![Problem::failed(
+            &chart_file,
+            "Chart.yaml could not be read as YAML",
+        )];
+    };
+    let mut problems = Vec::new();
+    for dep in chart
+        .get("dependencies")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = dep.get("name").and_then(Json::as_str).unwrap_or_default();
+        let version = dep
+            .get("version")
+            .and_then(Json::as_str)
+            .unwrap_or_default();
+        let repo = dep
+            .get("repository")
+            .and_then(Json::as_str)
+            .unwrap_or_default();
+        if let Some(local) = repo.strip_prefix("file://") {
+            if join(&root.path, local).is_none() {
+                problems.push(Problem::refused(
+                    &chart_file,
+                    &format!("dependency {name} points outside the repository ({repo})"),
+                ));
+            }
+            continue;
+        }
+        let charts_dir = join(&root.path, "charts").unwrap_or_default();
+        let vendored = is_dir(&join(&charts_dir, name).unwrap_or_default())
+            || exists(&join(&charts_dir, &format!("{name}-{version}.tgz")).unwrap_or_default());
+        if !vendored {
+            problems.push(Problem::refused(
+                &chart_file,
+                &format!(
+                    "dependency {name} {version} from {repo} is not vendored in charts/; meshward renders without network access, so this chart was not rendered. Run `helm dependency build` and commit charts/"
+                ),
+            ));
+        }
+    }
+    problems
+}
+
+/// The template each rendered document came from: the `# Source:` comment before it.
+pub fn source_of_line(output: &str, line: u32) -> Option<String> {
+    output
+        .lines()
+        .take(line as usize)
+        .filter_map(|l| l.strip_prefix("# Source: "))
+        .last()
+        .map(str::to_string)
+}
+
+pub fn source_map(
+    root: &Root,
+    chart_name: &str,
+    source: Option<String>,
+    read: &dyn Fn(&str) -> Option<String>,
+    entry: (&str, u32),
+) -> SourceMap {
+    // "# Source: <chart>/templates/x.yaml" → <root>/templates/x.yaml
+    let template = source.and_then(|s| {
+        let rel = s
+            .strip_prefix(&format!("{chart_name}/"))
+            .unwrap_or(&s)
+            .to_string();
+        let file = join(&root.path, &rel)?;
+        let text = read(&file)?;
+        Some((file, Arc::new(text)))
+    });
+    let mut values = Vec::new();
+    let defaults = join(&root.path, "values.yaml").unwrap_or_default();
+    for file in std::iter::once(&defaults).chain(root.values.iter()) {
+        let Some(text) = read(file) else { continue };
+        if let Ok(docs) = yaml::parse_documents(&text, &Limits::default()) {
+            if let Some(Ok(Some(node))) = docs.into_iter().next().map(|d| d.result) {
+                values.push((file.clone(), Arc::new(node)));
+            }
+        }
+    }
+    SourceMap::Helm {
+        template,
+        values,
+        entry: (entry.0.to_string(), entry.1),
+    }
+}
+
+/// `.Values.a.b` references on a template line, as key paths.
+fn values_refs(line: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find(".Values.") {
+        let tail = &rest[i + 8..];
+        let path: String = tail
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.' || *c == '-')
+            .collect();
+        let keys: Vec<String> = path
+            .split('.')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        if !keys.is_empty() {
+            out.push(keys);
+        }
+        rest = &tail[path.len().min(tail.len())..];
+    }
+    out
+}
+
+fn node_at<'a>(node: &'a Node, keys: &[String]) -> Option<&'a Node> {
+    keys.iter().try_fold(node, |n, k| n.get(k))
+}
+
+/// Where a rendered field of a Helm root comes from: the values file line when the
+/// template takes it straight from a value, else the template line, else None.
+pub fn locate(
+    template: Option<&(String, Arc<String>)>,
+    values: &[(String, Arc<Node>)],
+    path: &[Json],
+) -> Option<(String, u32)> {
+    let (file, text) = template?;
+    let keys: Vec<String> = path
+        .iter()
+        .filter_map(|p| p.as_str().map(str::to_string))
+        .collect();
+    let last = keys.last()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let key_line = lines.iter().position(|l| {
+        let t = l.trim_start().trim_start_matches("- ").trim_start();
+        t.starts_with(&format!("{last}:"))
+    });
+    let lookup = |refs: Vec<Vec<String>>, suffix: &[String]| -> Option<(String, u32)> {
+        for r in refs {
+            let mut wanted = r.clone();
+            wanted.extend_from_slice(suffix);
+            // The last values file that sets it wins, as in helm.
+            for (vfile, root) in values.iter().rev() {
+                if let Some(n) = node_at(root, &wanted) {
+                    return Some((vfile.clone(), n.line));
+                }
+            }
+        }
+        None
+    };
+    if let Some(i) = key_line {
+        if let Some(found) = lookup(values_refs(lines[i]), &[]) {
+            return Some(found);
+        }
+    }
+    // A block inlined with toYaml: `spec: {{ toYaml .Values.spec | nindent 2 }}`.
+    for (k, _) in keys.iter().enumerate() {
+        let suffix = &keys[k..];
+        for l in &lines {
+            if let Some(found) = lookup(values_refs(l), suffix) {
+                return Some(found);
+            }
+        }
+    }
+    key_line.map(|i| (file.clone(), i as u32 + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_references() {
+        assert_eq!(
+            values_refs("  resolution: {{ .Values.serviceEntry.resolution | default \"DNS\" }}"),
+            vec![vec!["serviceEntry".to_string(), "resolution".to_string()]]
+        );
+    }
+
+    #[test]
+    fn sources() {
+        let out = "---\n# Source: geo/templates/se.yaml\napiVersion: v1\n---\n# Source: geo/templates/b.yaml\nkind: X\n";
+        assert_eq!(
+            source_of_line(out, 3).as_deref(),
+            Some("geo/templates/se.yaml")
+        );
+        assert_eq!(
+            source_of_line(out, 6).as_deref(),
+            Some("geo/templates/b.yaml")
+        );
+    }
+}

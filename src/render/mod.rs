@@ -1,0 +1,890 @@
+//! Rendering: kustomize overlays, Helm charts, and the Argo CD / Flux app objects that
+//! point at them, turned into the objects a GitOps controller would apply. Rendering
+//! is untrusted work: real binaries, no network, no plugins or exec, confined to the
+//! checkout, with time and output limits. Every failure is a finding on the root.
+
+pub mod helm;
+pub mod kustomize;
+pub mod roots;
+pub mod tools;
+
+use crate::finding::{Finding, Severity};
+use crate::manifest::{self, input_finding, yaml::Node, Limits, Resource, SourceFile};
+use crate::workspace::Tree;
+use roots::{join, parent, Root, RootKind};
+use serde::Deserialize;
+use serde_json::Value as Json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+pub use tools::{RenderLimits, Tools};
+
+/// `.meshward.yaml` `render:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenderConfig {
+    /// Roots to add, or to override (same path) with release, namespace and values.
+    #[serde(default)]
+    pub roots: Vec<ConfigRoot>,
+    /// Globs of root folders not to render (each reported as not checked).
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// URLs under which app objects name this repository.
+    #[serde(default)]
+    pub repo_urls: Vec<String>,
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    #[serde(default)]
+    pub max_output_bytes: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigRoot {
+    pub path: String,
+    #[serde(default)]
+    pub release: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Values files, relative to the root folder.
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+/// Something wrong with a root, reported as a finding on its entry file.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub file: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn refused(file: &str, message: &str) -> Problem {
+        Problem {
+            rule: "render/refused",
+            severity: Severity::Error,
+            file: file.to_string(),
+            message: message.to_string(),
+        }
+    }
+    pub fn failed(file: &str, message: &str) -> Problem {
+        Problem {
+            rule: "render/failed",
+            severity: Severity::Error,
+            file: file.to_string(),
+            message: message.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Patch {
+    Merge {
+        file: String,
+        doc: Arc<Node>,
+    },
+    Json {
+        file: String,
+        ops: Vec<(String, u32)>,
+    },
+}
+
+/// How fields of a rendered object map back to the files that produced them.
+#[derive(Debug, Clone)]
+pub enum SourceMap {
+    Kustomize {
+        origin: Option<(String, Arc<Node>)>,
+        patches: Vec<Patch>,
+        entry: (String, u32),
+    },
+    Helm {
+        template: Option<(String, Arc<String>)>,
+        values: Vec<(String, Arc<Node>)>,
+        entry: (String, u32),
+    },
+}
+
+pub struct Location {
+    pub file: String,
+    pub line: u32,
+    /// Said in the finding when the line is only approximate.
+    pub note: Option<String>,
+}
+
+fn has_path(node: &Node, path: &[Json]) -> bool {
+    let mut n = node;
+    for step in path {
+        let next = match (step, &n.value) {
+            (Json::String(k), _) => n.get(k),
+            (Json::Number(i), crate::manifest::yaml::Value::Seq(items)) => {
+                i.as_u64().and_then(|i| items.get(i as usize))
+            }
+            _ => None,
+        };
+        match next {
+            Some(x) => n = x,
+            None => return false,
+        }
+    }
+    true
+}
+
+fn pointer(path: &[Json]) -> String {
+    path.iter()
+        .map(|p| match p {
+            Json::String(s) => format!("/{}", s.replace('~', "~0").replace('/', "~1")),
+            other => format!("/{other}"),
+        })
+        .collect()
+}
+
+impl SourceMap {
+    pub fn locate(&self, path: &[Json]) -> Location {
+        match self {
+            SourceMap::Kustomize { origin, patches, entry } => {
+                let wanted = pointer(path);
+                for p in patches.iter().rev() {
+                    match p {
+                        Patch::Merge { file, doc } if !path.is_empty() && has_path(doc, path) => {
+                            return Location {
+                                file: file.clone(),
+                                line: doc.line_of(path),
+                                note: None,
+                            }
+                        }
+                        Patch::Json { file, ops } => {
+                            if let Some((_, line)) = ops.iter().rev().find(|(op, _)| !path.is_empty() && (wanted == *op || wanted.starts_with(&format!("{op}/")))) {
+                                return Location {
+                                    file: file.clone(),
+                                    line: *line,
+                                    note: None,
+                                };
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                match origin {
+                    Some((file, doc)) => Location {
+                        file: file.clone(),
+                        line: doc.line_of(path),
+                        note: None,
+                    },
+                    None => Location {
+                        file: entry.0.clone(),
+                        line: entry.1,
+                        note: Some("meshward could not trace this rendered object to its source file; the location is the root's kustomization".into()),
+                    },
+                }
+            }
+            SourceMap::Helm { template, values, entry } => match helm::locate(template.as_ref(), values, path) {
+                Some((file, line)) => Location { file, line, note: None },
+                None => match template {
+                    Some((file, _)) => Location {
+                        file: file.clone(),
+                        line: 1,
+                        note: Some("meshward could not find the line in the template that sets this field".into()),
+                    },
+                    None => Location {
+                        file: entry.0.clone(),
+                        line: entry.1,
+                        note: Some("meshward could not trace this rendered object to its template; the location is the chart's Chart.yaml".into()),
+                    },
+                },
+            },
+        }
+    }
+}
+
+/// A root with what it reads.
+#[derive(Debug, Clone)]
+pub struct PlannedRoot {
+    pub root: Root,
+    /// Folders whose files it reads (kustomization folders, the chart folder).
+    pub dirs: BTreeSet<String>,
+    pub files: BTreeSet<String>,
+    /// The app object's file, whose change also touches the root.
+    pub app_file: Option<String>,
+    pub problems: Vec<Problem>,
+}
+
+impl PlannedRoot {
+    pub fn reads(&self, path: &str) -> bool {
+        self.files.contains(path)
+            || self.app_file.as_deref() == Some(path)
+            || self.dirs.iter().any(|d| match self.root.kind {
+                // A chart reads everything under it; a kustomization only its own folder's YAML.
+                RootKind::Helm => d.is_empty() || path.starts_with(&format!("{d}/")),
+                RootKind::Kustomize => parent(path) == d,
+            })
+    }
+}
+
+/// A plain folder an app object applies, with the namespace its objects default to.
+#[derive(Debug, Clone)]
+pub struct DirectoryRoot {
+    pub path: String,
+    pub namespace: String,
+    pub recurse: bool,
+}
+
+impl DirectoryRoot {
+    pub fn holds(&self, file: &str) -> bool {
+        let dir = parent(file);
+        if self.recurse {
+            self.path.is_empty() || dir == self.path || dir.starts_with(&format!("{}/", self.path))
+        } else {
+            dir == self.path
+        }
+    }
+}
+
+/// Render roots found in the file listing, before app objects are read.
+pub struct Discovery {
+    pub kustomize: Vec<PlannedRoot>,
+    pub helm: Vec<PlannedRoot>,
+}
+
+struct TreeView<'a> {
+    files: BTreeMap<&'a str, &'a SourceFile>,
+    dirs: BTreeSet<String>,
+}
+
+impl<'a> TreeView<'a> {
+    fn new(tree: &'a Tree) -> Self {
+        let mut dirs = BTreeSet::new();
+        for f in &tree.files {
+            let mut d = parent(&f.path);
+            loop {
+                if !dirs.insert(d.to_string()) || d.is_empty() {
+                    break;
+                }
+                d = parent(d);
+            }
+        }
+        TreeView {
+            files: tree.files.iter().map(|f| (f.path.as_str(), f)).collect(),
+            dirs,
+        }
+    }
+    fn exists(&self, p: &str) -> bool {
+        self.files.contains_key(p)
+    }
+    fn is_dir(&self, p: &str) -> bool {
+        self.dirs.contains(p)
+    }
+    fn read(&self, p: &str) -> Option<String> {
+        self.files
+            .get(p)
+            .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
+    }
+}
+
+fn kustomize_root(dir: &str, view: &TreeView) -> Option<PlannedRoot> {
+    let entry = kustomize::kustomization_file(dir, &|p| view.exists(p))?;
+    let g = kustomize::graph(dir, &|p| view.exists(p), &|p| view.is_dir(p), &|p| {
+        view.read(p)
+    });
+    Some(PlannedRoot {
+        root: Root {
+            kind: RootKind::Kustomize,
+            path: dir.to_string(),
+            entry,
+            entry_line: 1,
+            namespace: None,
+            release: None,
+            values: Vec::new(),
+            inline_values: None,
+            kustomize: Default::default(),
+            defined_by: None,
+        },
+        dirs: g.dirs,
+        files: g.files,
+        app_file: None,
+        problems: g.problems,
+    })
+}
+
+fn helm_root(dir: &str) -> PlannedRoot {
+    let entry = join(dir, "Chart.yaml").unwrap_or_default();
+    PlannedRoot {
+        root: Root {
+            kind: RootKind::Helm,
+            path: dir.to_string(),
+            entry: entry.clone(),
+            entry_line: 1,
+            namespace: None,
+            release: Some(
+                dir.rsplit('/')
+                    .next()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("release")
+                    .to_string(),
+            ),
+            values: Vec::new(),
+            inline_values: None,
+            kustomize: Default::default(),
+            defined_by: None,
+        },
+        dirs: [dir.to_string()].into(),
+        files: [entry].into(),
+        app_file: None,
+        problems: Vec::new(),
+    }
+}
+
+/// Finds kustomization folders (those no other kustomization includes are roots) and
+/// charts (not inside another chart).
+pub fn discover(tree: &Tree) -> Discovery {
+    let view = TreeView::new(tree);
+    let mut kdirs: Vec<String> = tree
+        .files
+        .iter()
+        .filter(|f| {
+            roots::KUSTOMIZATION_FILES
+                .iter()
+                .any(|k| f.path == *k || f.path.ends_with(&format!("/{k}")))
+        })
+        .map(|f| parent(&f.path).to_string())
+        .collect();
+    kdirs.dedup();
+    let mut all: Vec<PlannedRoot> = kdirs
+        .iter()
+        .filter_map(|d| kustomize_root(d, &view))
+        .collect();
+    let included: BTreeSet<String> = all
+        .iter()
+        .flat_map(|r| {
+            r.dirs
+                .iter()
+                .filter(|d| **d != r.root.path)
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // Components are never applied on their own.
+    let is_component = |r: &PlannedRoot| {
+        view.read(&r.root.entry)
+            .and_then(|t| yaml_serde::from_str::<Json>(&t).ok())
+            .and_then(|k| {
+                k.get("kind")
+                    .and_then(Json::as_str)
+                    .map(|k| k == "Component")
+            })
+            .unwrap_or(false)
+    };
+    let (kustomize, bases): (Vec<_>, Vec<_>) = all
+        .drain(..)
+        .partition(|r| !included.contains(&r.root.path) && !is_component(r));
+    let mut kustomize = kustomize;
+    // Bases stay known (an app object may point at one), but are not rendered alone.
+    kustomize.extend(bases.into_iter().map(|mut b| {
+        b.root.defined_by = Some("base".into());
+        b
+    }));
+    let chart_dirs: Vec<String> = tree
+        .files
+        .iter()
+        .filter(|f| f.path == "Chart.yaml" || f.path.ends_with("/Chart.yaml"))
+        .map(|f| parent(&f.path).to_string())
+        .collect();
+    let helm = chart_dirs
+        .iter()
+        .filter(|d| {
+            !chart_dirs
+                .iter()
+                .any(|outer| outer != *d && d.starts_with(&format!("{outer}/charts/")))
+        })
+        .map(|d| helm_root(d))
+        .collect();
+    Discovery { kustomize, helm }
+}
+
+impl Discovery {
+    /// Files that are inputs of some kustomization or chart: not checked on their own.
+    pub fn is_input(&self, path: &str) -> bool {
+        self.kustomize
+            .iter()
+            .chain(&self.helm)
+            .any(|r| r.reads(path))
+    }
+}
+
+/// The final set of roots of a revision, once app objects and config are read.
+pub struct Plan {
+    pub roots: Vec<PlannedRoot>,
+    pub directories: Vec<DirectoryRoot>,
+    pub findings: Vec<Finding>,
+}
+
+pub fn plan(
+    tree: &Tree,
+    discovery: &Discovery,
+    resources: &[Resource],
+    config: &RenderConfig,
+    repo_urls: &BTreeSet<String>,
+) -> Plan {
+    let view = TreeView::new(tree);
+    let mut findings = Vec::new();
+    let dirs_matching = |pattern: &str| -> Vec<String> {
+        let Ok(glob) = globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+        else {
+            return Vec::new();
+        };
+        let m = glob.compile_matcher();
+        view.dirs
+            .iter()
+            .filter(|d| !d.is_empty() && m.is_match(d.as_str()))
+            .cloned()
+            .collect()
+    };
+    let (apps, external) = roots::app_sources(resources, repo_urls, &dirs_matching);
+    for e in external {
+        findings.push(input_finding(
+            "render/external-source",
+            Severity::Info,
+            &e.file,
+            e.line,
+            format!("{} was not rendered: {}. Its objects are not checked here; check that repository with meshward too.", e.resource, e.what),
+        ));
+    }
+    let mut planned: Vec<PlannedRoot> = discovery
+        .kustomize
+        .iter()
+        .filter(|r| r.root.defined_by.is_none())
+        .cloned()
+        .collect();
+    planned.extend(discovery.helm.iter().cloned());
+    let mut directories = Vec::new();
+    let mut app_roots = Vec::new();
+    for app in apps {
+        let template = discovery
+            .kustomize
+            .iter()
+            .chain(&discovery.helm)
+            .find(|r| r.root.path == app.path)
+            .cloned()
+            .or_else(|| kustomize_root(&app.path, &view));
+        match template {
+            Some(mut r) => {
+                r.root.namespace = app.namespace.clone();
+                if r.root.kind == RootKind::Helm {
+                    r.root.release = app.release.clone();
+                    r.root.values = app.values.clone();
+                    r.root.inline_values = app.inline_values.clone();
+                    r.files.extend(app.values.iter().cloned());
+                } else {
+                    r.root.kustomize = app.kustomize.clone();
+                }
+                r.root.defined_by = Some(app.defined_by.clone());
+                r.root.entry = app.file.clone();
+                r.root.entry_line = app.line;
+                r.app_file = Some(app.file.clone());
+                app_roots.push(r);
+            }
+            None if view.is_dir(&app.path) => directories.push(DirectoryRoot {
+                path: app.path.clone(),
+                namespace: app.namespace.clone().unwrap_or_else(|| "default".into()),
+                recurse: app.defined_by.starts_with("Kustomization"),
+            }),
+            None => findings.push(input_finding(
+                "render/failed",
+                Severity::Error,
+                &app.file,
+                app.line,
+                format!("{} points at {:?}, which is not a folder of this repository: it would deploy nothing (or fail to sync)", app.defined_by, app.path),
+            )),
+        }
+    }
+    // An app object's root replaces the standalone root of the same folder.
+    planned.retain(|p| !app_roots.iter().any(|a| a.root.path == p.root.path));
+    planned.extend(app_roots);
+    for c in &config.roots {
+        let path = join("", &c.path).unwrap_or_default();
+        let values: Vec<String> = c.values.iter().filter_map(|v| join(&path, v)).collect();
+        let mut found = false;
+        for p in planned.iter_mut().filter(|p| p.root.path == path) {
+            found = true;
+            apply_config_root(p, c, &values);
+        }
+        if !found {
+            let root = if view.exists(&join(&path, "Chart.yaml").unwrap_or_default()) {
+                Some(helm_root(&path))
+            } else {
+                kustomize_root(&path, &view)
+            };
+            match root {
+                Some(mut p) => {
+                    apply_config_root(&mut p, c, &values);
+                    planned.push(p);
+                }
+                None => findings.push(input_finding(
+                    "render/failed",
+                    Severity::Error,
+                    crate::config::CONFIG_FILE,
+                    1,
+                    format!("render root {:?} in .meshward.yaml has neither a Chart.yaml nor a kustomization", c.path),
+                )),
+            }
+        }
+    }
+    let excluded: Vec<globset::GlobMatcher> = config
+        .exclude
+        .iter()
+        .filter_map(|g| globset::Glob::new(g).ok().map(|g| g.compile_matcher()))
+        .collect();
+    let (kept, dropped): (Vec<_>, Vec<_>) = planned
+        .into_iter()
+        .partition(|p| !excluded.iter().any(|m| m.is_match(&p.root.path)));
+    for p in dropped {
+        findings.push(input_finding(
+            "render/excluded",
+            Severity::Info,
+            &p.root.entry,
+            p.root.entry_line,
+            format!(
+                "{} is excluded in .meshward.yaml (render.exclude): nothing it deploys is checked",
+                p.root.label()
+            ),
+        ));
+    }
+    Plan {
+        roots: kept,
+        directories,
+        findings,
+    }
+}
+
+fn apply_config_root(p: &mut PlannedRoot, c: &ConfigRoot, values: &[String]) {
+    if c.release.is_some() {
+        p.root.release = c.release.clone();
+    }
+    if c.namespace.is_some() {
+        p.root.namespace = c.namespace.clone();
+    }
+    if !values.is_empty() {
+        p.root.values = values.to_vec();
+        p.files.extend(values.iter().cloned());
+    }
+    p.root.defined_by = Some(
+        p.root
+            .defined_by
+            .clone()
+            .unwrap_or_else(|| ".meshward.yaml".into()),
+    );
+}
+
+/// The result of rendering one root.
+pub struct Rendered {
+    pub resources: Vec<Resource>,
+    pub findings: Vec<Finding>,
+}
+
+fn problem_finding(p: &Problem, root: &Root) -> Finding {
+    let file = if p.file.is_empty() {
+        root.entry.clone()
+    } else {
+        p.file.clone()
+    };
+    let line = if file == root.entry {
+        root.entry_line
+    } else {
+        1
+    };
+    input_finding(
+        p.rule,
+        p.severity,
+        &file,
+        line,
+        format!("{}: {}", root.label(), p.message),
+    )
+}
+
+/// Symlinks under `dir` that resolve outside `repo` (or nowhere).
+fn escaping_symlinks(repo: &Path, dir: &Path) -> Vec<String> {
+    let Ok(repo) = repo.canonicalize() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            let path = e.path();
+            if ft.is_symlink() {
+                let inside = path
+                    .canonicalize()
+                    .map(|t| t.starts_with(&repo))
+                    .unwrap_or(false);
+                if !inside {
+                    out.push(
+                        path.strip_prefix(&repo)
+                            .unwrap_or(&path)
+                            .to_string_lossy()
+                            .into_owned(),
+                    );
+                }
+            } else if ft.is_dir() && e.file_name() != ".git" {
+                stack.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// Renders one root from the revision's folder on disk.
+pub fn render_root(
+    p: &PlannedRoot,
+    repo_dir: &Path,
+    tools: &Tools,
+    limits: &RenderLimits,
+    view_read: &dyn Fn(&str) -> Option<String>,
+) -> Rendered {
+    let root = &p.root;
+    let mut findings: Vec<Finding> = p
+        .problems
+        .iter()
+        .map(|pr| problem_finding(pr, root))
+        .collect();
+    let fail = |findings: &mut Vec<Finding>, problem: Problem| {
+        findings.push(problem_finding(&problem, root));
+        Rendered {
+            resources: Vec::new(),
+            findings: std::mem::take(findings),
+        }
+    };
+    if !findings.is_empty() {
+        return Rendered {
+            resources: Vec::new(),
+            findings,
+        };
+    }
+    for d in &p.dirs {
+        let links = escaping_symlinks(repo_dir, &repo_dir.join(d));
+        if !links.is_empty() {
+            return fail(
+                &mut findings,
+                Problem::refused(&root.entry, &format!("symbolic links leave the repository ({}); meshward does not render through them", links.join(", "))),
+            );
+        }
+    }
+    let Ok(scratch) = tempfile::tempdir() else {
+        return fail(
+            &mut findings,
+            Problem::failed(&root.entry, "could not create a scratch folder"),
+        );
+    };
+    let (cmd, wrap_dir) = match root.kind {
+        RootKind::Kustomize => {
+            let Some(k) = &tools.kustomize else {
+                return fail(
+                    &mut findings,
+                    Problem {
+                        rule: "render/tool-missing",
+                        severity: Severity::Error,
+                        file: root.entry.clone(),
+                        message: "neither kustomize nor kubectl was found (MESHWARD_KUSTOMIZE, MESHWARD_KUBECTL, .tools/bin, PATH); nothing it deploys was checked. Run scripts/install-tools or install kustomize".into(),
+                    },
+                );
+            };
+            let wrap = scratch.path().join("wrap");
+            let repo_abs = repo_dir
+                .canonicalize()
+                .unwrap_or_else(|_| repo_dir.to_path_buf());
+            let wrap_abs = scratch
+                .path()
+                .canonicalize()
+                .unwrap_or_else(|_| scratch.path().to_path_buf())
+                .join("wrap");
+            let rel =
+                kustomize::relative(&wrap_abs, &repo_abs.join(&root.path)).unwrap_or_default();
+            if std::fs::create_dir_all(&wrap)
+                .and_then(|_| {
+                    std::fs::write(
+                        wrap.join("kustomization.yaml"),
+                        kustomize::wrapper(&rel, &root.kustomize),
+                    )
+                })
+                .is_err()
+            {
+                return fail(
+                    &mut findings,
+                    Problem::failed(&root.entry, "could not write the wrapper kustomization"),
+                );
+            }
+            let mut cmd = match k {
+                tools::Kustomize::Standalone(bin) => {
+                    let mut c = std::process::Command::new(bin);
+                    c.arg("build");
+                    c
+                }
+                tools::Kustomize::Kubectl(bin) => {
+                    let mut c = std::process::Command::new(bin);
+                    c.arg("kustomize");
+                    c
+                }
+            };
+            cmd.arg("--load-restrictor")
+                .arg("LoadRestrictionsRootOnly")
+                .arg(&wrap_abs);
+            (cmd, Some((wrap_abs, repo_abs)))
+        }
+        RootKind::Helm => {
+            let Some(helm) = &tools.helm else {
+                return fail(
+                    &mut findings,
+                    Problem {
+                        rule: "render/tool-missing",
+                        severity: Severity::Error,
+                        file: root.entry.clone(),
+                        message: "helm was not found (MESHWARD_HELM, .tools/bin, PATH); nothing this chart deploys was checked. Run scripts/install-tools or install helm".into(),
+                    },
+                );
+            };
+            let problems =
+                helm::check_dependencies(root, view_read, &|p| repo_dir.join(p).is_file(), &|p| {
+                    repo_dir.join(p).is_dir()
+                });
+            if !problems.is_empty() {
+                let mut f = findings;
+                f.extend(problems.iter().map(|pr| problem_finding(pr, root)));
+                return Rendered {
+                    resources: Vec::new(),
+                    findings: f,
+                };
+            }
+            let mut cmd = std::process::Command::new(helm);
+            cmd.arg("template")
+                .arg(root.release.clone().unwrap_or_else(|| "release".into()))
+                .arg(repo_dir.join(&root.path))
+                .arg("--namespace")
+                .arg(root.namespace.clone().unwrap_or_else(|| "default".into()));
+            for v in &root.values {
+                if !repo_dir.join(v).is_file() {
+                    return fail(
+                        &mut findings,
+                        Problem::failed(&root.entry, &format!("values file {v} does not exist")),
+                    );
+                }
+                cmd.arg("--values").arg(repo_dir.join(v));
+            }
+            if let Some(inline) = &root.inline_values {
+                let file = scratch.path().join("inline-values.yaml");
+                if std::fs::write(&file, serde_json::to_string(inline).unwrap_or_default()).is_err()
+                {
+                    return fail(
+                        &mut findings,
+                        Problem::failed(&root.entry, "could not write inline values"),
+                    );
+                }
+                cmd.arg("--values").arg(file);
+            }
+            (cmd, None)
+        }
+    };
+    let output = match tools::run(cmd, scratch.path(), limits) {
+        Ok(o) => o,
+        Err(tools::RunError::Timeout(t)) => {
+            return fail(
+                &mut findings,
+                Problem {
+                    rule: "render/limit-exceeded",
+                    severity: Severity::Error,
+                    file: root.entry.clone(),
+                    message: format!("rendering took longer than {}s and was stopped; nothing it deploys was checked", t.as_secs()),
+                },
+            )
+        }
+        Err(tools::RunError::OutputTooLarge(max)) => {
+            return fail(
+                &mut findings,
+                Problem {
+                    rule: "render/limit-exceeded",
+                    severity: Severity::Error,
+                    file: root.entry.clone(),
+                    message: format!("rendering produced more than {max} bytes and was stopped; nothing it deploys was checked"),
+                },
+            )
+        }
+        Err(tools::RunError::Spawn(e)) => return fail(&mut findings, Problem::failed(&root.entry, &format!("could not run the render tool: {e}"))),
+        Err(tools::RunError::Failed(msg)) => {
+            let msg: String = msg.chars().take(2000).collect();
+            return fail(&mut findings, Problem::failed(&root.entry, &format!("the render tool failed, so nothing it deploys was checked: {msg}")));
+        }
+    };
+    let text = String::from_utf8_lossy(&output).into_owned();
+    let parse_limits = Limits {
+        max_file_bytes: limits.max_output_bytes,
+        ..Limits::default()
+    };
+    let namespace = root.namespace.clone().unwrap_or_else(|| "default".into());
+    let mut loaded = manifest::load_with_namespace(
+        &[SourceFile {
+            path: root.entry.clone(),
+            bytes: output,
+        }],
+        &parse_limits,
+        Some(&namespace),
+    );
+    findings.append(&mut loaded.findings);
+    let chart_name = view_read(&join(&root.path, "Chart.yaml").unwrap_or_default())
+        .and_then(|t| yaml_serde::from_str::<Json>(&t).ok())
+        .and_then(|c| c.get("name").and_then(Json::as_str).map(str::to_string))
+        .unwrap_or_default();
+    let entry = (root.entry.as_str(), root.entry_line);
+    for r in &mut loaded.resources {
+        let map = match (&root.kind, &wrap_dir) {
+            (RootKind::Kustomize, Some((wrap, repo))) => {
+                let (origin, patched_in) = kustomize::take_metadata(&mut r.body);
+                let to_repo = |rel: &str| kustomize::wrapper_to_repo(wrap, repo, rel);
+                kustomize::source_map(
+                    &r.kind,
+                    &r.name,
+                    origin,
+                    &patched_in,
+                    &to_repo,
+                    view_read,
+                    entry,
+                )
+            }
+            _ => helm::source_map(
+                root,
+                &chart_name,
+                helm::source_of_line(&text, r.line),
+                view_read,
+                entry,
+            ),
+        };
+        let here = map.locate(&[]);
+        r.file = here.file;
+        r.line = here.line;
+        r.origin = Some(Arc::new(map));
+    }
+    Rendered {
+        resources: loaded.resources,
+        findings,
+    }
+}
+
+/// The revision's folder on disk: the working tree itself, or a git revision
+/// extracted to a temporary folder.
+pub enum Materialized {
+    Borrowed(PathBuf),
+    Temp(tempfile::TempDir),
+}
+
+impl Materialized {
+    pub fn path(&self) -> &Path {
+        match self {
+            Materialized::Borrowed(p) => p,
+            Materialized::Temp(t) => t.path(),
+        }
+    }
+}

@@ -1,0 +1,540 @@
+//! Render roots: what GitOps controllers render, found in the tree (kustomization
+//! folders, Helm charts), in app objects (Argo CD Application/ApplicationSet, Flux
+//! Kustomization/HelmRelease) and in `.meshward.yaml`.
+
+use crate::manifest::Resource;
+use serde_json::Value as Json;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RootKind {
+    Kustomize,
+    Helm,
+}
+
+/// Kustomize options an app object sets on top of the folder's kustomization.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KustomizeOptions {
+    /// Sets the namespace of every object (Flux targetNamespace, Argo kustomize.namespace).
+    pub namespace: Option<String>,
+    pub name_prefix: Option<String>,
+    pub name_suffix: Option<String>,
+    pub common_labels: BTreeMap<String, String>,
+    pub images: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Root {
+    pub kind: RootKind,
+    /// Folder relative to the checked root.
+    pub path: String,
+    /// The file findings about the root itself point at.
+    pub entry: String,
+    pub entry_line: u32,
+    /// Namespace of objects that name none (Argo destination, Helm --namespace).
+    pub namespace: Option<String>,
+    pub release: Option<String>,
+    /// Values files relative to the checked root, in order.
+    pub values: Vec<String>,
+    /// Inline values (Argo helm.values/valuesObject, Flux spec.values).
+    pub inline_values: Option<Json>,
+    pub kustomize: KustomizeOptions,
+    /// Who defined it, for messages: "Application argocd/geo".
+    pub defined_by: Option<String>,
+}
+
+impl Root {
+    pub fn label(&self) -> String {
+        let kind = match self.kind {
+            RootKind::Kustomize => "kustomize",
+            RootKind::Helm => "helm",
+        };
+        match &self.defined_by {
+            Some(by) => format!("{kind} root {} ({by})", self.path),
+            None => format!("{kind} root {}", self.path),
+        }
+    }
+}
+
+pub const KUSTOMIZATION_FILES: &[&str] =
+    &["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+pub fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
+}
+
+pub fn join(dir: &str, rel: &str) -> Option<String> {
+    let mut parts: Vec<&str> = if dir.is_empty() {
+        Vec::new()
+    } else {
+        dir.split('/').collect()
+    };
+    for seg in rel.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// A reference that would need the network.
+pub fn is_remote(reference: &str) -> bool {
+    reference.contains("://")
+        || reference.starts_with("git@")
+        || reference.starts_with("github.com/")
+        || reference.starts_with("gitlab.com/")
+        || reference.starts_with("bitbucket.org/")
+        || reference.contains("?ref=")
+        || reference.starts_with("git::")
+        || reference.starts_with("oci:")
+}
+
+/// Where a source URL names this repository.
+pub fn normalize_repo_url(url: &str) -> String {
+    let mut u = url.trim().to_ascii_lowercase();
+    for prefix in ["https://", "http://", "ssh://", "git://", "git@"] {
+        if let Some(rest) = u.strip_prefix(prefix) {
+            u = rest.to_string();
+        }
+    }
+    if let Some(at) = u.find('@') {
+        if at < u.find('/').unwrap_or(usize::MAX) {
+            u = u[at + 1..].to_string();
+        }
+    }
+    u = u.replacen(':', "/", 1);
+    u.trim_end_matches('/').trim_end_matches(".git").to_string()
+}
+
+/// What a root needs from an app object, before it is matched to a folder.
+pub struct AppSource {
+    pub path: String,
+    pub namespace: Option<String>,
+    pub release: Option<String>,
+    pub values: Vec<String>,
+    pub inline_values: Option<Json>,
+    pub kustomize: KustomizeOptions,
+    pub defined_by: String,
+    pub file: String,
+    pub line: u32,
+}
+
+/// App objects pointing somewhere meshward cannot render: another repository.
+pub struct ExternalSource {
+    pub resource: String,
+    pub file: String,
+    pub line: u32,
+    pub what: String,
+}
+
+fn s(v: &Json, pointer: &str) -> Option<String> {
+    v.pointer(pointer)
+        .and_then(Json::as_str)
+        .map(str::to_string)
+}
+
+fn string_map(v: Option<&Json>) -> BTreeMap<String, String> {
+    v.and_then(Json::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| v.to_string()),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn inline_yaml(text: &str) -> Option<Json> {
+    yaml_serde::from_str::<Json>(text).ok()
+}
+
+/// Argo CD Application sources (single or multi-source).
+fn argo_sources(spec: &Json) -> Vec<&Json> {
+    match spec.get("sources").and_then(Json::as_array) {
+        Some(list) => list.iter().collect(),
+        None => spec.get("source").into_iter().collect(),
+    }
+}
+
+pub fn app_sources(
+    resources: &[Resource],
+    repo_urls: &BTreeSet<String>,
+    applicationset_dirs: &dyn Fn(&str) -> Vec<String>,
+) -> (Vec<AppSource>, Vec<ExternalSource>) {
+    let mut out = Vec::new();
+    let mut external = Vec::new();
+    let same_repo = |url: &str| repo_urls.contains(&normalize_repo_url(url));
+    // Flux GitRepository objects that point at this repository, by namespace/name.
+    let flux_repos: BTreeSet<String> = resources
+        .iter()
+        .filter(|r| {
+            r.kind == "GitRepository" && r.api_version.starts_with("source.toolkit.fluxcd.io/")
+        })
+        .filter(|r| s(&r.body, "/spec/url").is_some_and(|u| same_repo(&u)))
+        .map(|r| format!("{}/{}", r.namespace.clone().unwrap_or_default(), r.name))
+        .collect();
+    for r in resources {
+        let by = format!(
+            "{} {}",
+            r.kind,
+            r.id.split_once('/').map(|x| x.1).unwrap_or(&r.id)
+        );
+        match (r.api_version.as_str(), r.kind.as_str()) {
+            (api, "Application") if api.starts_with("argoproj.io/") => {
+                let dest_ns = s(&r.body, "/spec/destination/namespace");
+                if let Some(spec) = r.body.get("spec") {
+                    argo_app(r, spec, dest_ns, &by, &same_repo, &mut out, &mut external);
+                }
+            }
+            (api, "ApplicationSet") if api.starts_with("argoproj.io/") => {
+                for (params, _) in appset_params(&r.body, &same_repo, applicationset_dirs) {
+                    let Some(template) = r.body.pointer("/spec/template") else {
+                        continue;
+                    };
+                    let rendered = substitute(template, &params);
+                    let name = s(&rendered, "/metadata/name").unwrap_or_default();
+                    let dest_ns = s(&rendered, "/spec/destination/namespace");
+                    if let Some(spec) = rendered.get("spec") {
+                        let by = format!("{by} → Application {name}");
+                        argo_app(r, spec, dest_ns, &by, &same_repo, &mut out, &mut external);
+                    }
+                }
+            }
+            (api, "Kustomization") if api.starts_with("kustomize.toolkit.fluxcd.io/") => {
+                let source = flux_source(r, "/spec/sourceRef");
+                if !flux_repos.contains(&source) && !source.ends_with("/flux-system") {
+                    external.push(ExternalSource {
+                        resource: r.id.clone(),
+                        file: r.file.clone(),
+                        line: r.line_of(&[Json::from("spec"), Json::from("sourceRef")]),
+                        what: format!(
+                            "its source {source} is not a GitRepository of this repository"
+                        ),
+                    });
+                    continue;
+                }
+                let path = s(&r.body, "/spec/path").unwrap_or_else(|| ".".into());
+                out.push(AppSource {
+                    path: join("", &path).unwrap_or_default(),
+                    namespace: s(&r.body, "/spec/targetNamespace"),
+                    release: None,
+                    values: Vec::new(),
+                    inline_values: None,
+                    kustomize: KustomizeOptions {
+                        namespace: s(&r.body, "/spec/targetNamespace"),
+                        name_prefix: s(&r.body, "/spec/namePrefix"),
+                        name_suffix: s(&r.body, "/spec/nameSuffix"),
+                        common_labels: string_map(r.body.pointer("/spec/commonMetadata/labels")),
+                        images: Vec::new(),
+                    },
+                    defined_by: by,
+                    file: r.file.clone(),
+                    line: r.line_of(&[Json::from("spec"), Json::from("path")]),
+                });
+            }
+            (api, "HelmRelease") if api.starts_with("helm.toolkit.fluxcd.io/") => {
+                let kind = s(&r.body, "/spec/chart/spec/sourceRef/kind").unwrap_or_default();
+                let source = flux_source(r, "/spec/chart/spec/sourceRef");
+                if kind != "GitRepository"
+                    || (!flux_repos.contains(&source) && !source.ends_with("/flux-system"))
+                {
+                    external.push(ExternalSource {
+                        resource: r.id.clone(),
+                        file: r.file.clone(),
+                        line: r.line_of(&[Json::from("spec"), Json::from("chart")]),
+                        what: format!(
+                            "its chart comes from {kind} {source}, not from this repository"
+                        ),
+                    });
+                    continue;
+                }
+                let chart = s(&r.body, "/spec/chart/spec/chart").unwrap_or_default();
+                let values = r
+                    .body
+                    .pointer("/spec/chart/spec/valuesFiles")
+                    .and_then(Json::as_array)
+                    .map(|v| {
+                        v.iter()
+                            .filter_map(Json::as_str)
+                            .filter_map(|f| join("", f))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push(AppSource {
+                    path: join("", &chart).unwrap_or_default(),
+                    namespace: s(&r.body, "/spec/targetNamespace").or_else(|| r.namespace.clone()),
+                    release: s(&r.body, "/spec/releaseName").or_else(|| Some(r.name.clone())),
+                    values,
+                    inline_values: r.body.pointer("/spec/values").cloned(),
+                    kustomize: KustomizeOptions::default(),
+                    defined_by: by,
+                    file: r.file.clone(),
+                    line: r.line_of(&[Json::from("spec"), Json::from("chart")]),
+                });
+            }
+            _ => {}
+        }
+    }
+    (out, external)
+}
+
+fn flux_source(r: &Resource, pointer: &str) -> String {
+    let ns = s(&r.body, &format!("{pointer}/namespace"))
+        .or_else(|| r.namespace.clone())
+        .unwrap_or_default();
+    format!(
+        "{ns}/{}",
+        s(&r.body, &format!("{pointer}/name")).unwrap_or_default()
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn argo_app(
+    r: &Resource,
+    spec: &Json,
+    dest_ns: Option<String>,
+    by: &str,
+    same_repo: &dyn Fn(&str) -> bool,
+    out: &mut Vec<AppSource>,
+    external: &mut Vec<ExternalSource>,
+) {
+    for source in argo_sources(spec) {
+        let url = source
+            .get("repoURL")
+            .and_then(Json::as_str)
+            .unwrap_or_default();
+        if !same_repo(url) || source.get("chart").is_some() {
+            external.push(ExternalSource {
+                resource: r.id.clone(),
+                file: r.file.clone(),
+                line: r.line_of(&[Json::from("spec")]),
+                what: format!("its source {url} is not this repository (add its URL to render.repo_urls in .meshward.yaml if it is)"),
+            });
+            continue;
+        }
+        let Some(path) = source.get("path").and_then(Json::as_str) else {
+            continue;
+        };
+        let dir = join("", path).unwrap_or_default();
+        let helm = source.get("helm");
+        let values = helm
+            .and_then(|h| h.get("valueFiles"))
+            .and_then(Json::as_array)
+            .map(|v| {
+                v.iter()
+                    .filter_map(Json::as_str)
+                    .filter_map(|f| join(&dir, f))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let inline_values = helm.and_then(|h| {
+            h.get("valuesObject")
+                .cloned()
+                .or_else(|| h.get("values").and_then(Json::as_str).and_then(inline_yaml))
+        });
+        let k = source.get("kustomize");
+        out.push(AppSource {
+            path: dir,
+            namespace: dest_ns.clone(),
+            release: helm
+                .and_then(|h| h.get("releaseName"))
+                .and_then(Json::as_str)
+                .map(str::to_string)
+                .or_else(|| Some(r.name.clone())),
+            values,
+            inline_values,
+            kustomize: KustomizeOptions {
+                namespace: k
+                    .and_then(|k| k.get("namespace"))
+                    .and_then(Json::as_str)
+                    .map(str::to_string),
+                name_prefix: k
+                    .and_then(|k| k.get("namePrefix"))
+                    .and_then(Json::as_str)
+                    .map(str::to_string),
+                name_suffix: k
+                    .and_then(|k| k.get("nameSuffix"))
+                    .and_then(Json::as_str)
+                    .map(str::to_string),
+                common_labels: string_map(k.and_then(|k| k.get("commonLabels"))),
+                images: k
+                    .and_then(|k| k.get("images"))
+                    .and_then(Json::as_array)
+                    .map(|v| {
+                        v.iter()
+                            .filter_map(Json::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            defined_by: by.to_string(),
+            file: r.file.clone(),
+            line: r.line_of(&[Json::from("spec")]),
+        });
+    }
+}
+
+/// Parameter sets of an ApplicationSet's list and git-directory generators.
+fn appset_params(
+    body: &Json,
+    same_repo: &dyn Fn(&str) -> bool,
+    dirs: &dyn Fn(&str) -> Vec<String>,
+) -> Vec<(BTreeMap<String, String>, ())> {
+    let mut out = Vec::new();
+    for generator in body
+        .pointer("/spec/generators")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(elements) = generator.pointer("/list/elements").and_then(Json::as_array) {
+            for e in elements {
+                let mut params = BTreeMap::new();
+                flatten("", e, &mut params);
+                out.push((params, ()));
+            }
+        }
+        if let Some(git) = generator.get("git") {
+            let url = git
+                .get("repoURL")
+                .and_then(Json::as_str)
+                .unwrap_or_default();
+            if !same_repo(url) {
+                continue;
+            }
+            for d in git
+                .get("directories")
+                .and_then(Json::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if d.get("exclude").and_then(Json::as_bool) == Some(true) {
+                    continue;
+                }
+                let Some(pattern) = d.get("path").and_then(Json::as_str) else {
+                    continue;
+                };
+                for dir in dirs(pattern) {
+                    let mut params = BTreeMap::new();
+                    let basename = dir.rsplit('/').next().unwrap_or(&dir).to_string();
+                    for (i, seg) in dir.split('/').enumerate() {
+                        params.insert(format!("path[{i}]"), seg.to_string());
+                    }
+                    params.insert("path".into(), dir.clone());
+                    params.insert("path.path".into(), dir.clone());
+                    params.insert("path.basename".into(), basename.clone());
+                    params.insert(
+                        "path.basenameNormalized".into(),
+                        basename.replace(['_', '.'], "-").to_lowercase(),
+                    );
+                    out.push((params, ()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn flatten(prefix: &str, v: &Json, out: &mut BTreeMap<String, String>) {
+    match v {
+        Json::Object(m) => {
+            for (k, v) in m {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        Json::String(s) => {
+            out.insert(prefix.to_string(), s.clone());
+        }
+        other => {
+            out.insert(prefix.to_string(), other.to_string());
+        }
+    }
+}
+
+/// `{{param}}` and `{{ .param }}` substitution, as ApplicationSet templates use.
+fn substitute(template: &Json, params: &BTreeMap<String, String>) -> Json {
+    match template {
+        Json::String(s) => {
+            let mut out = String::new();
+            let mut rest = s.as_str();
+            while let Some(start) = rest.find("{{") {
+                out.push_str(&rest[..start]);
+                let Some(end) = rest[start..].find("}}") else {
+                    out.push_str(&rest[start..]);
+                    rest = "";
+                    break;
+                };
+                let key = rest[start + 2..start + end].trim().trim_start_matches('.');
+                match params.get(key) {
+                    Some(v) => out.push_str(v),
+                    None => out.push_str(&rest[start..start + end + 2]),
+                }
+                rest = &rest[start + end + 2..];
+            }
+            out.push_str(rest);
+            Json::String(out)
+        }
+        Json::Array(a) => Json::Array(a.iter().map(|v| substitute(v, params)).collect()),
+        Json::Object(m) => Json::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), substitute(v, params)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_urls_normalize() {
+        assert_eq!(
+            normalize_repo_url("https://github.com/Acme/GitOps.git"),
+            "github.com/acme/gitops"
+        );
+        assert_eq!(
+            normalize_repo_url("git@github.com:acme/gitops.git"),
+            "github.com/acme/gitops"
+        );
+        assert_eq!(
+            normalize_repo_url("ssh://git@github.com/acme/gitops"),
+            "github.com/acme/gitops"
+        );
+    }
+
+    #[test]
+    fn paths_join() {
+        assert_eq!(join("overlays/prod", "../../base").as_deref(), Some("base"));
+        assert_eq!(join("a", "../../x"), None);
+    }
+
+    #[test]
+    fn templates_substitute() {
+        let params: BTreeMap<String, String> =
+            [("path.basename".to_string(), "geo".to_string())].into();
+        let t = serde_json::json!({"name": "app-{{path.basename}}", "n": "{{ .path.basename }}"});
+        assert_eq!(
+            substitute(&t, &params),
+            serde_json::json!({"name": "app-geo", "n": "geo"})
+        );
+    }
+}

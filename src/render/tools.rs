@@ -1,0 +1,171 @@
+//! The render tools (helm, kustomize) and how they are run: no network, no plugins,
+//! a time limit and an output limit.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use wait_timeout::ChildExt;
+
+#[derive(Debug, Clone)]
+pub struct RenderLimits {
+    pub timeout: Duration,
+    pub max_output_bytes: usize,
+}
+
+impl Default for RenderLimits {
+    fn default() -> Self {
+        RenderLimits {
+            timeout: Duration::from_secs(60),
+            max_output_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+/// How kustomize is invoked: its own binary, or `kubectl kustomize`.
+#[derive(Debug, Clone)]
+pub enum Kustomize {
+    Standalone(PathBuf),
+    Kubectl(PathBuf),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Tools {
+    pub helm: Option<PathBuf>,
+    pub kustomize: Option<Kustomize>,
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.is_file()
+        && p.metadata()
+            .is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+}
+
+/// Folders where the project's own `scripts/install-tools` puts pinned tools: the
+/// checkout meshward was built from, and `.tools/bin` beside any ancestor of the
+/// running binary.
+fn project_tool_dirs() -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/bin")];
+    if let Ok(exe) = std::env::current_exe() {
+        for ancestor in exe.ancestors().skip(1) {
+            dirs.push(ancestor.join(".tools/bin"));
+        }
+    }
+    dirs
+}
+
+fn find(name: &str, env_var: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env_var).map(PathBuf::from) {
+        return is_executable(&p).then_some(p);
+    }
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    project_tool_dirs()
+        .into_iter()
+        .chain(path_dirs)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+impl Tools {
+    /// Finds helm and kustomize: `MESHWARD_HELM` / `MESHWARD_KUSTOMIZE` (a kustomize
+    /// binary) / `MESHWARD_KUBECTL`, then the project's `.tools/bin`, then `PATH`.
+    pub fn discover() -> Tools {
+        let kustomize = find("kustomize", "MESHWARD_KUSTOMIZE")
+            .map(Kustomize::Standalone)
+            .or_else(|| find("kubectl", "MESHWARD_KUBECTL").map(Kustomize::Kubectl));
+        Tools {
+            helm: find("helm", "MESHWARD_HELM"),
+            kustomize,
+        }
+    }
+}
+
+pub enum RunError {
+    /// The tool could not be started.
+    Spawn(String),
+    Timeout(Duration),
+    OutputTooLarge(usize),
+    Failed(String),
+}
+
+/// Runs a tool with a scrubbed environment: no proxy configuration except one that
+/// leads nowhere, no kubeconfig, no plugin folders, caches in a private temp dir.
+pub fn run(mut cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8>, RunError> {
+    let blackhole = "http://127.0.0.1:9";
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", scratch)
+        .env("HTTP_PROXY", blackhole)
+        .env("HTTPS_PROXY", blackhole)
+        .env("http_proxy", blackhole)
+        .env("https_proxy", blackhole)
+        .env("NO_PROXY", "")
+        .env("KUBECONFIG", scratch.join("no-kubeconfig"))
+        .env("HELM_PLUGINS", scratch.join("no-plugins"))
+        .env("HELM_CACHE_HOME", scratch.join("cache"))
+        .env("HELM_CONFIG_HOME", scratch.join("config"))
+        .env("HELM_DATA_HOME", scratch.join("data"))
+        .env("KUSTOMIZE_PLUGIN_HOME", scratch.join("no-plugins"))
+        .env("XDG_CONFIG_HOME", scratch.join("config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| RunError::Spawn(e.to_string()))?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| RunError::Spawn("no stdout".into()))?;
+    let mut stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| RunError::Spawn("no stderr".into()))?;
+    let max = limits.max_output_bytes;
+    // Read with a cap on a thread, so a flood cannot fill memory.
+    let out_reader = std::thread::spawn(move || -> (Vec<u8>, bool) {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            match stdout.read(&mut chunk) {
+                Ok(0) | Err(_) => return (buf, false),
+                Ok(n) => {
+                    if buf.len() + n > max {
+                        return (buf, true);
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+            }
+        }
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut buf);
+        buf
+    });
+    let status = match child.wait_timeout(limits.timeout) {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(RunError::Timeout(limits.timeout));
+        }
+        Err(e) => return Err(RunError::Spawn(e.to_string())),
+    };
+    let (out, overflow) = out_reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    if overflow {
+        let _ = child.kill();
+        return Err(RunError::OutputTooLarge(max));
+    }
+    if !status.success() {
+        let msg = String::from_utf8_lossy(&err).trim().to_string();
+        return Err(RunError::Failed(if msg.is_empty() {
+            format!("exited with {status}")
+        } else {
+            msg
+        }));
+    }
+    Ok(out)
+}

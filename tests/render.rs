@@ -1,0 +1,244 @@
+//! Rendering what GitOps controllers render, with the real helm and kustomize
+//! binaries (scripts/install-tools puts them in .tools/bin).
+
+mod common;
+
+use common::*;
+use meshward::finding::Status;
+use std::path::Path;
+
+fn render_fixture(name: &str) -> std::path::PathBuf {
+    fixtures().join("render").join(name)
+}
+
+/// 1-based line of the first line of `file` containing `needle`.
+fn line_of(root: &Path, file: &str, needle: &str) -> u32 {
+    let text = std::fs::read_to_string(root.join(file)).expect("fixture file");
+    text.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle in file") as u32
+        + 1
+}
+
+#[test]
+fn kustomize_patch_finding_points_at_the_patch_line() {
+    let root = render_fixture("kustomize");
+    let report = check_dir(&root);
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    // Only the prod overlay patches resolution to NONE; staging renders clean, and the
+    // base's files are not also checked on their own.
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    let r = f[0].resource.as_ref().expect("resource");
+    assert_eq!(
+        (r.namespace.as_deref(), r.name.as_str()),
+        (Some("egress"), "partner-api")
+    );
+    assert_eq!(f[0].file, "overlays/prod/resolution.yaml");
+    assert_eq!(
+        f[0].line,
+        line_of(&root, "overlays/prod/resolution.yaml", "resolution: NONE")
+    );
+    assert!(
+        report
+            .summary
+            .notes
+            .iter()
+            .any(|n| n.contains("Rendered 2 of 2")),
+        "{:?}",
+        report.summary.notes
+    );
+    // The base's resource as it is (resolution DNS) would be clean: 2 roots x 2 objects.
+    assert_eq!(report.summary.head.resources, 4);
+}
+
+#[test]
+fn helm_values_finding_points_at_the_values_line() {
+    let root = render_fixture("helm");
+    let report = check_dir(&root);
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "charts/egress/values-prod.yaml");
+    assert_eq!(
+        f[0].line,
+        line_of(&root, "charts/egress/values-prod.yaml", "resolution: NONE")
+    );
+    // Templates are inputs of the chart, not YAML to parse on their own.
+    assert!(
+        with_rule(&report, "manifest/parse-error").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+}
+
+#[test]
+fn argo_application_with_helm_source_and_value_files() {
+    let root = render_fixture("argo");
+    let report = check_dir(&root);
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "charts/egress/values-prod.yaml");
+    assert_eq!(
+        f[0].resource.as_ref().and_then(|r| r.namespace.as_deref()),
+        Some("egress")
+    );
+    // The app from another repository is said, not silently skipped.
+    let ext = with_rule(&report, "render/external-source");
+    assert_eq!(ext.len(), 1);
+    assert!(ext[0].message.contains("vendor-dashboards"));
+}
+
+#[test]
+fn flux_kustomization_renders_its_path_into_its_target_namespace() {
+    let root = render_fixture("flux");
+    let report = check_dir(&root);
+    let f = with_rule(&report, "serviceentry/round-robin-multiple-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "apps/egress/serviceentry.yaml");
+    assert_eq!(
+        f[0].resource.as_ref().and_then(|r| r.namespace.as_deref()),
+        Some("egress")
+    );
+}
+
+#[test]
+fn chart_with_a_remote_dependency_is_refused() {
+    let report = check_dir(&render_fixture("remote-chart"));
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "chart/Chart.yaml");
+    assert!(f[0].message.contains("redis") && f[0].message.contains("not vendored"));
+    assert_eq!(report.summary.head.resources, 0);
+}
+
+#[test]
+fn kustomization_with_a_remote_base_is_refused() {
+    let report = check_dir(&render_fixture("remote-base"));
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "overlay/kustomization.yaml");
+    assert!(f[0].message.contains("remote"));
+}
+
+#[test]
+fn flood_is_stopped_by_the_output_limit() {
+    let report = check_dir(&render_fixture("flood"));
+    let f = with_rule(&report, "render/limit-exceeded");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(f[0].message.contains("bytes"));
+}
+
+#[test]
+fn endless_template_is_stopped_by_the_time_limit() {
+    let report = check_dir(&render_fixture("loop"));
+    let f = with_rule(&report, "render/limit-exceeded");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(f[0].message.contains("longer than 2s"));
+}
+
+#[test]
+fn symlink_leaving_the_repository_is_refused() {
+    let repo = GitRepo::new();
+    let outside = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        outside.path().join("secret.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stolen}\n",
+    )
+    .expect("w");
+    repo.write("app/kustomization.yaml", "resources: [cm.yaml]\n");
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.yaml"),
+        repo.path().join("app/cm.yaml"),
+    )
+    .expect("link");
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(f[0].message.contains("symbolic links"));
+    assert!(report
+        .findings
+        .iter()
+        .all(|f| !f.message.contains("stolen")));
+}
+
+#[test]
+fn missing_tool_is_a_finding() {
+    let root = render_fixture("helm");
+    let tree = meshward::workspace::read_dir(&root, &Default::default()).expect("tree");
+    let opts = meshward::analysis::Options {
+        tools: meshward::render::Tools::default(),
+        repo_urls: Vec::new(),
+        changed_paths: None,
+        extra_policies: Vec::new(),
+        evidence: None,
+        fail_on: None,
+        today: today(),
+        limits: Default::default(),
+    };
+    let report = meshward::analysis::analyze(
+        None,
+        meshward::analysis::Revision {
+            label: "t".into(),
+            tree: &tree,
+        },
+        &opts,
+    )
+    .expect("analysis");
+    let f = with_rule(&report, "render/tool-missing");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(f[0].message.contains("helm"));
+}
+
+#[test]
+fn only_roots_the_change_touches_are_rendered() {
+    let fixture = render_fixture("kustomize");
+    let repo = GitRepo::new();
+    // Base: prod without its patch.
+    copy_tree(&fixture, &repo.path());
+    repo.write(
+        "overlays/prod/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: egress\nresources:\n  - ../../base\n",
+    );
+    let base = repo.commit("base");
+    copy_tree(&fixture, &repo.path());
+    let head = repo.commit("prod switches to NONE");
+    let report = check_change(&repo, &base, &head);
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].status, Status::Introduced);
+    assert_eq!(f[0].file, "overlays/prod/resolution.yaml");
+    assert!(
+        report
+            .summary
+            .notes
+            .iter()
+            .any(|n| n.contains("Rendered 1 of 2")),
+        "{:?}",
+        report.summary.notes
+    );
+
+    // A change to the base touches both overlays.
+    repo.write(
+        "base/partner-api.yaml",
+        &std::fs::read_to_string(fixture.join("base/partner-api.yaml"))
+            .expect("r")
+            .replace(
+                "location: MESH_EXTERNAL",
+                "location: MESH_EXTERNAL # shared",
+            ),
+    );
+    let next = repo.commit("touch the base");
+    let report = check_change(&repo, &head, &next);
+    assert!(
+        report
+            .summary
+            .notes
+            .iter()
+            .any(|n| n.contains("Rendered 2 of 2")),
+        "{:?}",
+        report.summary.notes
+    );
+    assert_eq!(
+        with_rule(&report, "serviceentry/none-with-endpoints")[0].status,
+        Status::Existing
+    );
+}
