@@ -29,6 +29,8 @@ pub struct CheckRequest {
     pub evidence: Option<PathBuf>,
     pub fail_on: Option<finding::FailOn>,
     pub today: chrono::NaiveDate,
+    /// Render every root even with a base (not only the roots the change touches).
+    pub render_all: bool,
 }
 
 pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
@@ -75,9 +77,12 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         Some(path) => Some(evidence::Evidence::from_file(path)?),
         None => None,
     };
-    let changed_paths = base
-        .as_ref()
-        .and_then(|(b, _)| workspace::changed_paths(b, &head_tree));
+    let changed_paths = match req.render_all {
+        true => None,
+        false => base
+            .as_ref()
+            .and_then(|(b, _)| workspace::changed_paths(b, &head_tree)),
+    };
     let repo_urls = match &repo {
         Some(repo) => repo.remote_urls(),
         None => workspace::GitRepo::discover(&req.path)

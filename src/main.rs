@@ -45,6 +45,9 @@ enum Command {
         /// Write the report here instead of standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// With --base, render every render root, not only those the change touches.
+        #[arg(long)]
+        render_all: bool,
     },
     /// Policy tools.
     Policy {
@@ -89,6 +92,7 @@ fn run(cli: Cli) -> ExitCode {
             evidence,
             fail_on,
             output,
+            render_all,
         } => {
             let req = meshward::CheckRequest {
                 path,
@@ -98,6 +102,7 @@ fn run(cli: Cli) -> ExitCode {
                 evidence,
                 fail_on,
                 today: chrono::Local::now().date_naive(),
+                render_all,
             };
             let report = match meshward::check(&req) {
                 Ok(r) => r,

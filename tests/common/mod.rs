@@ -118,6 +118,7 @@ pub fn request(path: &Path) -> meshward::CheckRequest {
         evidence: None,
         fail_on: None,
         today: today(),
+        render_all: false,
     }
 }
 
