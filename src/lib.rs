@@ -8,10 +8,15 @@ pub mod analysis;
 pub mod config;
 pub mod evidence;
 pub mod finding;
+pub mod github;
+pub mod jobs;
 pub mod manifest;
 pub mod model;
 pub mod policy;
 pub mod report;
+pub mod server;
+pub mod service;
+pub mod store;
 pub mod workspace;
 
 use analysis::{CheckError, Options, Revision};
