@@ -89,6 +89,8 @@ pub struct Model {
     pub token_ttl: chrono::Duration,
     pub calls: Vec<Call>,
     pub faults: VecDeque<Fault>,
+    /// Answers to paths containing the key are held back this long.
+    pub delays: Vec<(String, std::time::Duration)>,
     next_token: u64,
 }
 
@@ -101,6 +103,7 @@ impl Default for Model {
             token_ttl: chrono::Duration::minutes(60),
             calls: Vec::new(),
             faults: VecDeque::new(),
+            delays: Vec::new(),
             next_token: 0,
         }
     }
@@ -187,6 +190,10 @@ impl FakeGitHub {
 
     pub fn inject(&self, fault: Fault) {
         self.model().faults.push_back(fault);
+    }
+
+    pub fn delay(&self, path_contains: &str, by: std::time::Duration) {
+        self.model().delays.push((path_contains.to_string(), by));
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -303,12 +310,16 @@ impl Responder {
         let key = jsonwebtoken::DecodingKey::from_rsa_pem(app_public_key().as_bytes())
             .expect("public key");
         let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
-        validation.set_required_spec_claims(&["exp", "iss"]);
+        validation.set_required_spec_claims(&["exp"]);
         match jsonwebtoken::decode::<Claims>(token, &key, &validation) {
             Ok(data) if data.claims.iss.to_string().trim_matches('"') == APP_ID.to_string() => {
                 Auth::App
             }
-            _ => Auth::Invalid,
+            Ok(_) => Auth::Invalid,
+            Err(e) => {
+                eprintln!("fake GitHub: JWT rejected: {e}");
+                Auth::Invalid
+            }
         }
     }
 
@@ -466,11 +477,19 @@ impl Respond for Responder {
             }
             None => self.route(&mut m, req),
         };
+        let delay = m
+            .delays
+            .iter()
+            .find(|(part, _)| path.contains(part.as_str()))
+            .map(|(_, d)| *d);
         m.calls.push(Call {
             method,
             path,
             status: response.0,
         });
-        response.1
+        match delay {
+            Some(d) => response.1.set_delay(d),
+            None => response.1,
+        }
     }
 }
