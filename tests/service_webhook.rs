@@ -267,6 +267,7 @@ async fn health_readiness_and_metrics(store: Store) {
     for needle in [
         r#"meshward_webhook_deliveries_total{event="pull_request",outcome="enqueued"} 1"#,
         r#"meshward_jobs{state="queued"} 1"#,
+        "meshward_queue_depth 1",
         r#"meshward_jobs{state="running"} 0"#,
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");

@@ -2,7 +2,8 @@
 //! several services in one process).
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 #[derive(Clone)]
@@ -13,6 +14,8 @@ pub struct Metrics {
     pub deliveries: IntCounterVec,
     /// Jobs by state, read from the database at each scrape.
     pub jobs: IntGaugeVec,
+    /// Jobs waiting to run (queued), read from the database at each scrape.
+    pub queue_depth: IntGauge,
     /// How long jobs ran, by kind and outcome (succeeded, retry, failed, lost, released).
     pub job_duration: HistogramVec,
     /// GitHub API calls by HTTP status (or `error` when no response came).
@@ -44,6 +47,11 @@ impl Metrics {
                 "Jobs in the queue by state (queued is the queue depth)",
             ),
             &["state"],
+        )
+        .expect("metric");
+        let queue_depth = IntGauge::new(
+            "meshward_queue_depth",
+            "Jobs waiting to run (queued, due or backing off)",
         )
         .expect("metric");
         let job_duration = HistogramVec::new(
@@ -78,12 +86,16 @@ impl Metrics {
         }
         registry.register(Box::new(jobs.clone())).expect("register");
         registry
+            .register(Box::new(queue_depth.clone()))
+            .expect("register");
+        registry
             .register(Box::new(job_duration.clone()))
             .expect("register");
         Metrics {
             registry,
             deliveries,
             jobs,
+            queue_depth,
             job_duration,
             github_calls,
             check_results,

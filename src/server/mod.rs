@@ -64,6 +64,9 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
             for s in JobState::ALL {
                 let n = counts.iter().find(|(c, _)| *c == s).map_or(0, |(_, n)| *n);
                 state.metrics.jobs.with_label_values(&[s.as_str()]).set(n);
+                if s == JobState::Queued {
+                    state.metrics.queue_depth.set(n);
+                }
             }
         }
         Err(e) => tracing::warn!(error = format!("{e:#}"), "metrics: cannot count jobs"),
