@@ -8,7 +8,6 @@
 mod service_support;
 
 use meshward::store::*;
-use service_support::*;
 
 /// Rows as version 1 of the schema holds them. Portable SQL: no explicit ids (the
 /// PostgreSQL sequences must stay right), references through subqueries.
