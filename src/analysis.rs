@@ -40,6 +40,22 @@ pub struct Options {
     pub limits: Limits,
 }
 
+impl Options {
+    /// Built-in policies only, no evidence, tools found as usual, every root rendered.
+    pub fn new(today: NaiveDate) -> Options {
+        Options {
+            tools: crate::render::Tools::discover(),
+            repo_urls: Vec::new(),
+            changed_paths: None,
+            extra_policies: Vec::new(),
+            evidence: None,
+            fail_on: None,
+            today,
+            limits: Limits::default(),
+        }
+    }
+}
+
 /// Something that stops a check as a whole (exit code 2); everything else is a finding.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {

@@ -8,11 +8,16 @@ pub mod analysis;
 pub mod config;
 pub mod evidence;
 pub mod finding;
+pub mod github;
+pub mod jobs;
 pub mod manifest;
 pub mod model;
 pub mod policy;
 pub mod render;
 pub mod report;
+pub mod server;
+pub mod service;
+pub mod store;
 pub mod workspace;
 
 use analysis::{CheckError, Options, Revision};

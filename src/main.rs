@@ -49,6 +49,10 @@ enum Command {
         #[arg(long)]
         render_all: bool,
     },
+    /// Run the GitHub App service: webhooks in, a durable job queue, history stored.
+    Serve(meshward::service::ServeArgs),
+    /// Apply the history store's database migrations.
+    Migrate(meshward::service::MigrateArgs),
     /// Policy tools.
     Policy {
         #[command(subcommand)]
@@ -70,11 +74,21 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("meshward: internal error: {info}");
     }));
+    let cli = Cli::parse();
+    // The service logs at info unless MESHWARD_LOG says otherwise.
+    let default_level = match cli.command {
+        Command::Serve(_) | Command::Migrate(_) => "info",
+        _ => "error",
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("MESHWARD_LOG"))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::builder()
+                .with_default_directive(default_level.parse().expect("level"))
+                .with_env_var("MESHWARD_LOG")
+                .from_env_lossy(),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     match std::panic::catch_unwind(|| run(cli)) {
         Ok(code) => code,
         Err(_) => ExitCode::from(2),
@@ -133,6 +147,23 @@ fn run(cli: Cli) -> ExitCode {
                 Verdict::Fail => ExitCode::from(1),
             }
         }
+        Command::Serve(args) => match meshward::service::serve_blocking(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("meshward: error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Migrate(args) => match meshward::service::migrate_blocking(args) {
+            Ok(msg) => {
+                println!("{msg}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("meshward: error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
         Command::Policy {
             command: PolicyCommand::Test { dir },
         } => match meshward::policy_test(dir.as_deref()) {

@@ -166,13 +166,7 @@ fn missing_tool_is_a_finding() {
     let tree = meshward::workspace::read_dir(&root, &Default::default()).expect("tree");
     let opts = meshward::analysis::Options {
         tools: meshward::render::Tools::default(),
-        repo_urls: Vec::new(),
-        changed_paths: None,
-        extra_policies: Vec::new(),
-        evidence: None,
-        fail_on: None,
-        today: today(),
-        limits: Default::default(),
+        ..meshward::analysis::Options::new(today())
     };
     let report = meshward::analysis::analyze(
         None,

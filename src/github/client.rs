@@ -1,0 +1,462 @@
+//! The one GitHub client type: every call meshward makes goes through
+//! [`GitHub::request`], which authenticates (as the app's installation for the
+//! repository, or with a plain token), retries server errors and rate limits, bounds
+//! the response size, and counts calls by status for `/metrics`.
+
+use crate::server::metrics::Metrics;
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use octocrab::Octocrab;
+use secrecy::{ExposeSecret, SecretString};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// How meshward authenticates to GitHub.
+pub enum GitHubAuth {
+    /// As a GitHub App: JWTs signed with the private key, then an installation token
+    /// per repository.
+    App {
+        app_id: u64,
+        private_key_pem: SecretString,
+    },
+    /// A plain token (single-repo use).
+    Token(SecretString),
+}
+
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Retries after the first try (server errors, transport errors, rate limits).
+    pub max_retries: u32,
+    /// First backoff after a server error; doubled each time.
+    pub base_delay: Duration,
+    /// Longest wait, also for a rate limit's `Retry-After` (longer: give up, the job
+    /// retries later).
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(60),
+        }
+    }
+}
+
+pub struct GitHubConfig {
+    /// API root, e.g. `https://ghe.example.com/api/v3`; None: api.github.com.
+    pub api_url: Option<String>,
+    pub auth: GitHubAuth,
+    pub retry: RetryPolicy,
+    /// Largest tarball downloaded (compressed bytes).
+    pub max_tarball_bytes: usize,
+    /// An installation token is replaced when it has less than this left.
+    pub token_refresh_margin: Duration,
+}
+
+impl GitHubConfig {
+    pub fn new(api_url: Option<String>, auth: GitHubAuth) -> GitHubConfig {
+        GitHubConfig {
+            api_url,
+            auth,
+            retry: RetryPolicy::default(),
+            max_tarball_bytes: 256 * 1024 * 1024,
+            token_refresh_margin: Duration::from_secs(5 * 60),
+        }
+    }
+}
+
+/// An error answer from GitHub (after retries).
+#[derive(Debug, thiserror::Error)]
+#[error("GitHub answered {status} to {method} {path}: {message}")]
+pub struct GitHubError {
+    pub status: StatusCode,
+    pub method: Method,
+    pub path: String,
+    pub message: String,
+}
+
+enum Mode {
+    App,
+    Token,
+}
+
+struct Installation {
+    client: Octocrab,
+    expires_at: DateTime<Utc>,
+}
+
+struct Inner {
+    crab: Octocrab,
+    mode: Mode,
+    installations: Mutex<HashMap<i64, Installation>>,
+    metrics: Metrics,
+    retry: RetryPolicy,
+    max_tarball_bytes: usize,
+    token_refresh_margin: chrono::Duration,
+}
+
+/// A GitHub connection. Cheap to clone.
+#[derive(Clone)]
+pub struct GitHub {
+    inner: Arc<Inner>,
+}
+
+/// A client for one repository, authenticated for it.
+#[derive(Clone)]
+pub struct RepoClient {
+    gh: GitHub,
+    crab: Octocrab,
+    repo: String,
+}
+
+const MAX_JSON_BYTES: usize = 16 * 1024 * 1024;
+
+impl GitHub {
+    pub fn new(config: GitHubConfig, metrics: Metrics) -> Result<GitHub> {
+        let mut builder = Octocrab::builder();
+        if let Some(url) = &config.api_url {
+            builder = builder
+                .base_uri(url.as_str())
+                .with_context(|| format!("bad GitHub API URL {url:?}"))?;
+        }
+        let mode = match config.auth {
+            GitHubAuth::App {
+                app_id,
+                ref private_key_pem,
+            } => {
+                let key = jsonwebtoken::EncodingKey::from_rsa_pem(
+                    private_key_pem.expose_secret().as_bytes(),
+                )
+                .context("the GitHub App private key is not an RSA key in PEM form")?;
+                builder = builder.app(app_id.into(), key);
+                Mode::App
+            }
+            GitHubAuth::Token(ref token) => {
+                builder = builder.personal_token(token.expose_secret().to_string());
+                Mode::Token
+            }
+        };
+        let crab = builder.build().context("building the GitHub client")?;
+        Ok(GitHub {
+            inner: Arc::new(Inner {
+                crab,
+                mode,
+                installations: Mutex::new(HashMap::new()),
+                metrics,
+                retry: config.retry,
+                max_tarball_bytes: config.max_tarball_bytes,
+                token_refresh_margin: chrono::Duration::from_std(config.token_refresh_margin)
+                    .unwrap_or(chrono::Duration::minutes(5)),
+            }),
+        })
+    }
+
+    /// A client for `repo` (`owner/name`). In App mode it acts as the installation
+    /// (looked up when not given).
+    pub async fn repo(&self, repo: &str, installation_id: Option<i64>) -> Result<RepoClient> {
+        check_repo_name(repo)?;
+        let crab = match self.inner.mode {
+            Mode::Token => self.inner.crab.clone(),
+            Mode::App => {
+                let id = match installation_id {
+                    Some(id) => id,
+                    None => self.installation_for_repo(repo).await?,
+                };
+                self.installation_client(id).await?
+            }
+        };
+        Ok(RepoClient {
+            gh: self.clone(),
+            crab,
+            repo: repo.to_string(),
+        })
+    }
+
+    async fn installation_for_repo(&self, repo: &str) -> Result<i64> {
+        let body = self
+            .request(
+                &self.inner.crab,
+                Method::GET,
+                &format!("/repos/{repo}/installation"),
+                None,
+                MAX_JSON_BYTES,
+            )
+            .await
+            .with_context(|| format!("finding the app installation for {repo}"))?;
+        let v: serde_json::Value = serde_json::from_slice(&body)?;
+        v["id"]
+            .as_i64()
+            .ok_or_else(|| anyhow!("installation of {repo} has no id"))
+    }
+
+    /// The client of an installation, with a token that has at least the refresh
+    /// margin left (a new one is requested when it has not).
+    async fn installation_client(&self, id: i64) -> Result<Octocrab> {
+        let mut cache = self.inner.installations.lock().await;
+        if let Some(inst) = cache.get(&id) {
+            if inst.expires_at - Utc::now() > self.inner.token_refresh_margin {
+                return Ok(inst.client.clone());
+            }
+        }
+        let body = self
+            .request(
+                &self.inner.crab,
+                Method::POST,
+                &format!("/app/installations/{id}/access_tokens"),
+                Some(&serde_json::json!({})),
+                MAX_JSON_BYTES,
+            )
+            .await
+            .with_context(|| format!("requesting a token for installation {id}"))?;
+        #[derive(serde::Deserialize)]
+        struct Token {
+            token: String,
+            expires_at: Option<DateTime<Utc>>,
+        }
+        let t: Token =
+            serde_json::from_slice(&body).context("unexpected installation token answer")?;
+        let expires_at = t
+            .expires_at
+            .unwrap_or_else(|| Utc::now() + chrono::Duration::minutes(60));
+        let client = self
+            .inner
+            .crab
+            .user_access_token(SecretString::from(t.token))
+            .context("installation client")?;
+        cache.insert(
+            id,
+            Installation {
+                client: client.clone(),
+                expires_at,
+            },
+        );
+        tracing::debug!(installation = id, %expires_at, "new installation token");
+        Ok(client)
+    }
+
+    /// Sends one API call, with retries, and returns the body of a successful answer
+    /// (at most `max_bytes`). `path` is relative to the API root.
+    pub async fn request(
+        &self,
+        crab: &Octocrab,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        max_bytes: usize,
+    ) -> Result<Bytes> {
+        let retry = &self.inner.retry;
+        let mut attempt = 0u32;
+        loop {
+            let request = crab
+                .build_request(
+                    http::Request::builder().method(method.clone()).uri(path),
+                    body,
+                )
+                .context("building a GitHub request")?;
+            let response = match crab.execute(request).await {
+                Ok(r) => r,
+                Err(e) => {
+                    self.inner
+                        .metrics
+                        .github_calls
+                        .with_label_values(&["error"])
+                        .inc();
+                    if attempt < retry.max_retries {
+                        let wait = backoff(retry, attempt);
+                        tracing::warn!(%method, path, error = %e, ?wait, "GitHub call failed; retrying");
+                        tokio::time::sleep(wait).await;
+                        attempt += 1;
+                        continue;
+                    }
+                    return Err(anyhow::Error::new(e).context(format!("{method} {path}")));
+                }
+            };
+            let status = response.status();
+            self.inner
+                .metrics
+                .github_calls
+                .with_label_values(&[status.as_str()])
+                .inc();
+            let headers = response.headers().clone();
+            let limit = if status.is_success() {
+                max_bytes
+            } else {
+                64 * 1024
+            };
+            let collected = Limited::new(response.into_body(), limit).collect().await;
+            let bytes = match collected {
+                Ok(c) => c.to_bytes(),
+                Err(e) if status.is_success() => {
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
+                        bail!("{method} {path}: the answer is larger than {max_bytes} bytes");
+                    }
+                    if attempt < retry.max_retries {
+                        tokio::time::sleep(backoff(retry, attempt)).await;
+                        attempt += 1;
+                        continue;
+                    }
+                    bail!("{method} {path}: reading the answer failed: {e}");
+                }
+                Err(_) => Bytes::new(),
+            };
+            if status.is_success() {
+                return Ok(bytes);
+            }
+            let message = error_message(&bytes);
+            let wait = if status.is_server_error() {
+                Some(backoff(retry, attempt))
+            } else {
+                rate_limit_wait(status, &headers, &message)
+            };
+            if let Some(wait) = wait {
+                if attempt < retry.max_retries && wait <= retry.max_delay {
+                    tracing::warn!(%method, path, %status, ?wait, "GitHub call refused; retrying");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                    continue;
+                }
+            }
+            return Err(GitHubError {
+                status,
+                method,
+                path: path.to_string(),
+                message,
+            }
+            .into());
+        }
+    }
+}
+
+fn backoff(retry: &RetryPolicy, attempt: u32) -> Duration {
+    retry
+        .base_delay
+        .saturating_mul(2u32.saturating_pow(attempt))
+        .min(retry.max_delay)
+}
+
+fn error_message(body: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned())
+}
+
+/// How long a rate-limited answer asks us to wait: `Retry-After`, else the primary
+/// limit's reset time, else a minute for a secondary limit. None: not a rate limit.
+fn rate_limit_wait(status: StatusCode, headers: &HeaderMap, message: &str) -> Option<Duration> {
+    if status != StatusCode::FORBIDDEN && status != StatusCode::TOO_MANY_REQUESTS {
+        return None;
+    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(secs) = header("retry-after").and_then(|v| v.trim().parse::<u64>().ok()) {
+        return Some(Duration::from_secs(secs));
+    }
+    if header("x-ratelimit-remaining") == Some("0") {
+        if let Some(reset) = header("x-ratelimit-reset").and_then(|v| v.parse::<i64>().ok()) {
+            let secs = (reset - Utc::now().timestamp()).max(0) as u64 + 1;
+            return Some(Duration::from_secs(secs));
+        }
+    }
+    if status == StatusCode::TOO_MANY_REQUESTS || message.to_lowercase().contains("rate limit") {
+        return Some(Duration::from_secs(60));
+    }
+    None
+}
+
+impl RepoClient {
+    pub fn repo(&self) -> &str {
+        &self.repo
+    }
+
+    /// The octocrab client authenticated for this repository.
+    pub fn octocrab(&self) -> &Octocrab {
+        &self.crab
+    }
+
+    pub async fn get_json(&self, path: &str) -> Result<serde_json::Value> {
+        let body = self
+            .gh
+            .request(&self.crab, Method::GET, path, None, MAX_JSON_BYTES)
+            .await?;
+        serde_json::from_slice(&body).with_context(|| format!("GET {path}: not JSON"))
+    }
+
+    /// Sends a JSON body (POST, PATCH, PUT) and returns the JSON answer.
+    pub async fn send_json(
+        &self,
+        method: Method,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value> {
+        let bytes = self
+            .gh
+            .request(&self.crab, method.clone(), path, Some(body), MAX_JSON_BYTES)
+            .await?;
+        if bytes.is_empty() {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_json::from_slice(&bytes).with_context(|| format!("{method} {path}: not JSON"))
+    }
+
+    /// The gzipped tarball of the repository at `sha` (redirects followed).
+    pub async fn tarball(&self, sha: &str) -> Result<Bytes> {
+        check_sha(sha)?;
+        let path = format!("/repos/{}/tarball/{sha}", self.repo);
+        self.gh
+            .request(
+                &self.crab,
+                Method::GET,
+                &path,
+                None,
+                self.gh.inner.max_tarball_bytes,
+            )
+            .await
+            .with_context(|| format!("downloading {} at {sha}", self.repo))
+    }
+
+    /// The merge base of `base` and `head`: what a pull request is compared against.
+    pub async fn merge_base(&self, base: &str, head: &str) -> Result<String> {
+        check_sha(base)?;
+        check_sha(head)?;
+        let v = self
+            .get_json(&format!("/repos/{}/compare/{base}...{head}", self.repo))
+            .await?;
+        v["merge_base_commit"]["sha"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| anyhow!("compare {base}...{head} has no merge base"))
+    }
+}
+
+/// A repository name from a webhook goes into a URL path: `owner/name` of GitHub's
+/// characters only.
+fn check_repo_name(repo: &str) -> Result<()> {
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    };
+    match repo.split_once('/') {
+        Some((owner, name)) if ok(owner) && ok(name) => Ok(()),
+        _ => bail!("{repo:?} is not a repository name"),
+    }
+}
+
+/// A commit id from a webhook goes into a URL path: hex only.
+fn check_sha(sha: &str) -> Result<()> {
+    if sha.is_empty() || sha.len() > 64 || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
+        bail!("{sha:?} is not a commit id");
+    }
+    Ok(())
+}

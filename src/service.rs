@@ -1,0 +1,300 @@
+//! `meshward serve` and `meshward migrate`: configuration from flags and environment,
+//! and wiring the store, GitHub client, workers and HTTP server together.
+
+use crate::github::{AppIdentity, GitHub, GitHubAuth, GitHubConfig, WebhookSecrets};
+use crate::jobs::{self, Clock, QueueConfig, Worker};
+use crate::server::{self, metrics::Metrics, AppState};
+use crate::store::Store;
+use anyhow::{bail, Context, Result};
+use secrecy::SecretString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Where the history store lives.
+#[derive(clap::Args, Clone)]
+pub struct DbArgs {
+    /// PostgreSQL (`postgres://…`) or SQLite (`sqlite://PATH`) URL. Without it, an
+    /// SQLite file in the data folder.
+    #[arg(long = "database-url", env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Folder of the embedded SQLite database (when no DATABASE_URL is given).
+    #[arg(long, env = "MESHWARD_DATA_DIR", default_value = "./meshward-data")]
+    pub data_dir: PathBuf,
+}
+
+impl DbArgs {
+    pub async fn open(&self) -> Result<Store> {
+        match &self.database_url {
+            Some(url) if !url.is_empty() => Store::connect(url).await,
+            _ => {
+                let path = self.data_dir.join("meshward.db");
+                tracing::info!(path = %path.display(), "no DATABASE_URL: using the embedded SQLite store");
+                Store::open_sqlite(&path).await
+            }
+        }
+    }
+}
+
+/// `meshward serve`. Secrets come from the environment (flags would show in `ps`).
+#[derive(clap::Args, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "MESHWARD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Webhook secrets, comma-separated (several during a rotation).
+    #[arg(
+        long,
+        env = "MESHWARD_WEBHOOK_SECRET",
+        hide = true,
+        hide_env_values = true
+    )]
+    pub webhook_secret: Option<String>,
+    /// GitHub App id (App mode, with a private key).
+    #[arg(long, env = "MESHWARD_GITHUB_APP_ID")]
+    pub github_app_id: Option<u64>,
+    /// The App's slug: events its bot user `<slug>[bot]` causes are ignored.
+    #[arg(long, env = "MESHWARD_GITHUB_APP_SLUG")]
+    pub github_app_slug: Option<String>,
+    /// File holding the App's private key (PEM).
+    #[arg(long, env = "MESHWARD_GITHUB_PRIVATE_KEY_PATH")]
+    pub github_private_key_path: Option<PathBuf>,
+    /// The App's private key itself (PEM), instead of a file.
+    #[arg(
+        long,
+        env = "MESHWARD_GITHUB_PRIVATE_KEY",
+        hide = true,
+        hide_env_values = true
+    )]
+    pub github_private_key: Option<String>,
+    /// A plain token instead of an App (single-repo use).
+    #[arg(
+        long,
+        env = "MESHWARD_GITHUB_TOKEN",
+        hide = true,
+        hide_env_values = true
+    )]
+    pub github_token: Option<String>,
+    /// GitHub API root (GitHub Enterprise: `https://HOST/api/v3`).
+    #[arg(long, env = "MESHWARD_GITHUB_API_URL")]
+    pub github_api_url: Option<String>,
+    /// Concurrent workers in this process (0: take webhooks only).
+    #[arg(long, env = "MESHWARD_WORKERS", default_value_t = 2)]
+    pub workers: usize,
+    /// Seconds a claimed job stays reserved without a heartbeat.
+    #[arg(long, env = "MESHWARD_JOB_LEASE_SECS", default_value_t = 300)]
+    pub lease_secs: u64,
+    /// Attempts before a job is marked failed.
+    #[arg(long, env = "MESHWARD_JOB_MAX_ATTEMPTS", default_value_t = 5)]
+    pub max_attempts: i64,
+    /// Seconds before the first retry of a failed job (doubled for each further one).
+    #[arg(long, env = "MESHWARD_JOB_BACKOFF_SECS", default_value_t = 10)]
+    pub backoff_secs: u64,
+    /// Milliseconds between looks at the queue when idle.
+    #[arg(long, env = "MESHWARD_POLL_MS", default_value_t = 2000)]
+    pub poll_ms: u64,
+    /// Seconds in-flight jobs may take after SIGTERM before they are given back.
+    #[arg(long, env = "MESHWARD_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    pub shutdown_grace_secs: u64,
+    /// Largest webhook body accepted, in bytes.
+    #[arg(long, env = "MESHWARD_MAX_BODY_BYTES", default_value_t = 25 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Do not apply migrations at start (run `meshward migrate` separately).
+    #[arg(long, env = "MESHWARD_SKIP_MIGRATIONS")]
+    pub skip_migrations: bool,
+}
+
+/// `meshward migrate`.
+#[derive(clap::Args, Clone)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+/// The service's settings, secrets wrapped so they are never printed.
+pub struct ServiceConfig {
+    pub listen: String,
+    pub secrets: WebhookSecrets,
+    pub app: AppIdentity,
+    pub github: Option<GitHubConfig>,
+    pub queue: QueueConfig,
+    pub max_body_bytes: usize,
+    pub skip_migrations: bool,
+}
+
+impl ServeArgs {
+    pub fn config(&self) -> Result<ServiceConfig> {
+        let secrets = WebhookSecrets::parse(&SecretString::from(
+            self.webhook_secret.clone().unwrap_or_default(),
+        ));
+        let auth = match (&self.github_app_id, &self.github_token) {
+            (Some(app_id), _) => {
+                let pem = match (&self.github_private_key, &self.github_private_key_path) {
+                    (Some(pem), _) if !pem.trim().is_empty() => pem.clone(),
+                    (_, Some(path)) => std::fs::read_to_string(path).with_context(|| {
+                        format!("cannot read the GitHub App private key {}", path.display())
+                    })?,
+                    _ => bail!(
+                        "MESHWARD_GITHUB_APP_ID is set but no private key: set MESHWARD_GITHUB_PRIVATE_KEY_PATH or MESHWARD_GITHUB_PRIVATE_KEY"
+                    ),
+                };
+                Some(GitHubAuth::App {
+                    app_id: *app_id,
+                    private_key_pem: SecretString::from(pem),
+                })
+            }
+            (None, Some(token)) if !token.is_empty() => {
+                Some(GitHubAuth::Token(SecretString::from(token.clone())))
+            }
+            _ => None,
+        };
+        if self.max_attempts < 1 {
+            bail!("--max-attempts must be at least 1");
+        }
+        Ok(ServiceConfig {
+            listen: self.listen.clone(),
+            secrets,
+            app: AppIdentity {
+                id: self.github_app_id.map(|i| i as i64),
+                slug: self.github_app_slug.clone(),
+            },
+            github: auth.map(|auth| GitHubConfig::new(self.github_api_url.clone(), auth)),
+            queue: QueueConfig {
+                workers: self.workers,
+                lease: Duration::from_secs(self.lease_secs.max(1)),
+                max_attempts: self.max_attempts,
+                poll_interval: Duration::from_millis(self.poll_ms.max(10)),
+                backoff_base: Duration::from_secs(self.backoff_secs),
+                shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+                ..QueueConfig::default()
+            },
+            max_body_bytes: self.max_body_bytes,
+            skip_migrations: self.skip_migrations,
+        })
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// `meshward migrate`: applies pending migrations and says where the database is.
+pub fn migrate_blocking(args: MigrateArgs) -> Result<String> {
+    runtime()?.block_on(async {
+        let store = args.db.open().await?;
+        store.migrate().await?;
+        let v = store.applied_migration().await?;
+        store.close().await;
+        Ok(format!("database migrated to version {v}"))
+    })
+}
+
+/// `meshward serve`: runs until SIGTERM or ctrl-c.
+pub fn serve_blocking(args: ServeArgs) -> Result<()> {
+    let config = args.config()?;
+    runtime()?.block_on(async move {
+        let store = args.db.open().await?;
+        let shutdown = CancellationToken::new();
+        let signal = shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!(
+                "shutting down: no new jobs; in-flight ones finish or go back to the queue"
+            );
+            signal.cancel();
+        });
+        serve(config, store, shutdown).await
+    })
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Runs the service on `store` until `shutdown` is cancelled, then stops taking
+/// webhooks and jobs and waits for the workers.
+pub async fn serve(config: ServiceConfig, store: Store, shutdown: CancellationToken) -> Result<()> {
+    if !config.skip_migrations {
+        store.migrate().await?;
+    }
+    let metrics = Metrics::new();
+    if config.secrets.is_empty() {
+        tracing::warn!(
+            "MESHWARD_WEBHOOK_SECRET is not set: every webhook delivery is refused (401)"
+        );
+    }
+    let github = match config.github {
+        Some(gh) => Some(GitHub::new(gh, metrics.clone())?),
+        None => {
+            tracing::warn!("no GitHub credentials: jobs are queued but not run");
+            None
+        }
+    };
+    let wake = Arc::new(Notify::new());
+    let clock = Clock::System;
+    let workers = if github.is_some() && config.queue.workers > 0 {
+        let proto = Worker::new(
+            store.clone(),
+            github.clone(),
+            metrics.clone(),
+            config.queue.clone(),
+            clock.clone(),
+        );
+        Some(jobs::spawn_pool(&proto, shutdown.clone(), wake.clone()))
+    } else {
+        None
+    };
+    let state = AppState {
+        store: store.clone(),
+        secrets: config.secrets,
+        app: config.app,
+        metrics,
+        wake,
+        clock,
+        max_attempts: config.queue.max_attempts,
+        max_body_bytes: config.max_body_bytes,
+    };
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, workers = config.queue.workers, backend = ?store.backend(), "meshward serve listening");
+    // Tests and scripts read the bound address (useful with port 0).
+    println!("listening on {addr}");
+    let http_shutdown = shutdown.clone();
+    axum::serve(listener, server::router(state))
+        .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
+        .await
+        .context("HTTP server")?;
+    if let Some(mut set) = workers {
+        while set.join_next().await.is_some() {}
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}

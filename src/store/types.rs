@@ -1,0 +1,325 @@
+//! Records the store reads and writes.
+
+use crate::report::{Report, Verdict};
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// A pull request: base and head are checked, findings get a status.
+    Check,
+    /// A push to the default branch: its coverage, the history trends read from.
+    Baseline,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Check => "check",
+            JobKind::Baseline => "baseline",
+        }
+    }
+    pub fn parse(s: &str) -> Result<JobKind> {
+        Ok(match s {
+            "check" => JobKind::Check,
+            "baseline" => JobKind::Baseline,
+            _ => bail!("unknown job kind {s:?}"),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Superseded,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Superseded => "superseded",
+        }
+    }
+    pub fn parse(s: &str) -> Result<JobState> {
+        Ok(match s {
+            "queued" => JobState::Queued,
+            "running" => JobState::Running,
+            "succeeded" => JobState::Succeeded,
+            "failed" => JobState::Failed,
+            "superseded" => JobState::Superseded,
+            _ => bail!("unknown job state {s:?}"),
+        })
+    }
+    pub const ALL: [JobState; 5] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Superseded,
+    ];
+}
+
+/// A job to queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    pub kind: JobKind,
+    /// GitHub's numeric repository id (stable across renames).
+    pub repo_id: i64,
+    /// `owner/name`.
+    pub repo: String,
+    pub installation_id: Option<i64>,
+    pub pr_number: Option<i64>,
+    pub head_sha: String,
+    pub base_sha: Option<String>,
+    pub base_ref: Option<String>,
+    pub delivery_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// A new job; `superseded` older queued checks of the same PR were replaced.
+    Queued { id: i64, superseded: u64 },
+    /// The same job was already queued.
+    Coalesced(i64),
+}
+
+impl Enqueued {
+    pub fn id(&self) -> i64 {
+        match self {
+            Enqueued::Queued { id, .. } | Enqueued::Coalesced(id) => *id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: i64,
+    pub kind: JobKind,
+    pub repo_id: i64,
+    pub repo: String,
+    pub installation_id: Option<i64>,
+    pub pr_number: Option<i64>,
+    pub head_sha: String,
+    pub base_sha: Option<String>,
+    pub base_ref: Option<String>,
+    pub delivery_id: Option<String>,
+    pub state: JobState,
+    /// Attempts started so far (counting the current one while running).
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub run_after_ms: i64,
+    pub locked_by: Option<String>,
+    pub locked_until_ms: Option<i64>,
+    pub last_error: Option<String>,
+    pub superseded_by: Option<i64>,
+    pub created_at_ms: i64,
+    pub finished_at_ms: Option<i64>,
+}
+
+/// A verified webhook delivery.
+#[derive(Debug, Clone)]
+pub struct NewDelivery {
+    pub delivery_id: String,
+    pub event: String,
+    pub action: Option<String>,
+    pub repo: Option<String>,
+    /// What meshward did with it: `enqueued`, `repos`, `ignored`.
+    pub outcome: String,
+}
+
+/// What a delivery asks of the store.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryEffect {
+    pub upsert_repos: Vec<RepoRecord>,
+    /// Repository ids no longer installed.
+    pub remove_repos: Vec<i64>,
+    /// An installation removed: all of its repositories.
+    pub remove_installation: Option<i64>,
+    pub jobs: Vec<NewJob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    /// Seen before: nothing was done.
+    Duplicate,
+    Recorded {
+        jobs: Vec<Enqueued>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoRecord {
+    pub github_id: i64,
+    pub full_name: String,
+    pub installation_id: Option<i64>,
+    pub default_branch: Option<String>,
+    pub installed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunOutcome {
+    Pass,
+    Fail,
+    /// The check could not run (the error is stored).
+    Error,
+}
+
+impl RunOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Pass => "pass",
+            RunOutcome::Fail => "fail",
+            RunOutcome::Error => "error",
+        }
+    }
+    pub fn parse(s: &str) -> Result<RunOutcome> {
+        Ok(match s {
+            "pass" => RunOutcome::Pass,
+            "fail" => RunOutcome::Fail,
+            "error" => RunOutcome::Error,
+            _ => bail!("unknown run outcome {s:?}"),
+        })
+    }
+}
+
+/// A finished run to store: a report, or the error that stopped it.
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    pub kind: JobKind,
+    pub repo_id: i64,
+    pub repo: &'a str,
+    pub pr_number: Option<i64>,
+    pub head_sha: &'a str,
+    /// The base commit actually compared against.
+    pub base_sha: Option<&'a str>,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+    pub report: Option<&'a Report>,
+    pub error: Option<&'a str>,
+}
+
+impl NewRun<'_> {
+    pub fn outcome(&self) -> RunOutcome {
+        match self.report {
+            Some(r) if self.error.is_none() => match r.summary.verdict {
+                Verdict::Pass => RunOutcome::Pass,
+                Verdict::Fail => RunOutcome::Fail,
+            },
+            _ => RunOutcome::Error,
+        }
+    }
+    pub fn counts(&self) -> RunCounts {
+        match self.report {
+            Some(r) => {
+                let s = &r.summary;
+                RunCounts {
+                    blocking: s.blocking as i64,
+                    introduced: s.introduced as i64,
+                    existing: s.existing as i64,
+                    resolved: s.resolved as i64,
+                    errors: s.errors as i64,
+                    warnings: s.warnings as i64,
+                    infos: s.infos as i64,
+                    suppressed: s.suppressed as i64,
+                }
+            }
+            None => RunCounts::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    pub blocking: i64,
+    pub introduced: i64,
+    pub existing: i64,
+    pub resolved: i64,
+    pub errors: i64,
+    pub warnings: i64,
+    pub infos: i64,
+    pub suppressed: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub repo: Option<String>,
+    pub pr_number: Option<i64>,
+    pub job_id: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    pub id: i64,
+    pub job_id: Option<i64>,
+    pub kind: JobKind,
+    pub repo_id: i64,
+    pub repo: String,
+    pub pr_number: Option<i64>,
+    pub head_sha: String,
+    pub base_sha: Option<String>,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+    pub outcome: RunOutcome,
+    pub error: Option<String>,
+    pub counts: RunCounts,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FindingRecord {
+    pub rule: String,
+    pub severity: String,
+    pub status: String,
+    pub resource_api_version: Option<String>,
+    pub resource_kind: Option<String>,
+    pub resource_namespace: Option<String>,
+    pub resource_name: Option<String>,
+    pub file: String,
+    pub line: i64,
+    pub message: String,
+    pub istio_code: Option<String>,
+    /// JSON array: the field the finding is about.
+    pub field_path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoverageRecord {
+    /// `base` or `head`.
+    pub revision: String,
+    pub total: TotalCoverageRecord,
+    pub namespaces: Vec<NamespaceCoverageRecord>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TotalCoverageRecord {
+    pub namespaces: i64,
+    pub namespaces_strict: i64,
+    pub namespaces_injected: i64,
+    pub workloads: i64,
+    pub workloads_with_proxy: i64,
+    pub selectors_effective: i64,
+    pub selectors_ineffective: i64,
+    pub workload_entries_selected: i64,
+    pub workload_entries_total: i64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceCoverageRecord {
+    pub namespace: String,
+    pub mtls_mode: String,
+    pub workloads: i64,
+    pub workloads_with_proxy: i64,
+    pub selectors_effective: i64,
+    pub selectors_ineffective: i64,
+    pub workload_entries_selected: i64,
+    pub workload_entries_total: i64,
+}

@@ -1,0 +1,344 @@
+//! Workers and the durable queue against the fake GitHub, on both store backends:
+//! leases, retries with backoff, GitHub retries, tokens, graceful shutdown.
+
+#[macro_use]
+mod service_support;
+
+use meshward::jobs::{self, Clock, Processed, QueueConfig, Worker};
+use meshward::server::metrics::Metrics;
+use meshward::store::*;
+use service_support::fake_github::Fault;
+use service_support::*;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn check_job(pr: i64, base: &str, head: &str) -> NewJob {
+    NewJob {
+        kind: JobKind::Check,
+        repo_id: REPO_ID,
+        repo: REPO.to_string(),
+        installation_id: Some(INSTALLATION),
+        pr_number: Some(pr),
+        head_sha: head.to_string(),
+        base_sha: Some(base.to_string()),
+        base_ref: Some("main".to_string()),
+        delivery_id: None,
+    }
+}
+
+async fn a_job_whose_worker_died_completes_on_another_after_the_lease(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    let store = migrated(store).await;
+    let id = store
+        .enqueue(&check_job(7, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let clock = Clock::manual(0);
+    let lease = queue_config().lease.as_millis() as i64;
+    // A worker takes the job and is never heard of again.
+    let dead = store
+        .claim("killed-worker", clock.now_ms(), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(dead.id, id);
+    let metrics = Metrics::new();
+    let alive = worker(
+        &store,
+        Some(token_github(&fake, &metrics)),
+        &metrics,
+        &clock,
+    );
+    assert!(alive.run_until_idle().await.unwrap().is_empty(), "leased");
+    clock.advance(Duration::from_millis(lease as u64 - 1));
+    assert!(
+        alive.run_until_idle().await.unwrap().is_empty(),
+        "still leased"
+    );
+    clock.advance(Duration::from_millis(2));
+    let done = alive.run_until_idle().await.unwrap();
+    assert_eq!(done.len(), 1);
+    assert!(matches!(done[0].1, Processed::Succeeded { .. }), "{done:?}");
+    let job = store.job(id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Succeeded);
+    assert_eq!(job.attempts, 2);
+    assert_eq!(job.locked_by.as_deref(), Some(alive.name.as_str()));
+    let runs = store.runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].job_id, Some(id));
+    // The dead worker, were it to wake up, can store nothing.
+    assert!(!store
+        .heartbeat(id, "killed-worker", clock.now_ms(), lease)
+        .await
+        .unwrap());
+}
+
+async fn github_server_errors_and_rate_limits_are_retried_in_the_client(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    fake.inject(Fault {
+        path_contains: "/tarball/".into(),
+        status: 502,
+        retry_after: None,
+        message: "Server Error".into(),
+        times: 2,
+    });
+    fake.inject(Fault {
+        path_contains: "/compare/".into(),
+        status: 403,
+        retry_after: Some(0),
+        message: "You have exceeded a secondary rate limit.".into(),
+        times: 1,
+    });
+    let store = migrated(store).await;
+    store
+        .enqueue(&check_job(7, &base, &head), 3, 0)
+        .await
+        .unwrap();
+    let metrics = Metrics::new();
+    let clock = Clock::manual(0);
+    let w = worker(&store, Some(app_github(&fake, &metrics)), &metrics, &clock);
+    let done = w.run_until_idle().await.unwrap();
+    assert!(matches!(done[0].1, Processed::Succeeded { .. }), "{done:?}");
+    assert_eq!(done[0].0.attempts, 1, "no job-level retry was needed");
+    let text = metrics.render();
+    for needle in [
+        r#"meshward_github_api_calls_total{status="502"} 2"#,
+        r#"meshward_github_api_calls_total{status="403"} 1"#,
+        r#"meshward_github_api_calls_total{status="200"} 3"#,
+    ] {
+        assert!(text.contains(needle), "{needle} not in\n{text}");
+    }
+}
+
+async fn failing_jobs_back_off_exponentially_then_fail_with_the_error(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    fake.inject(Fault {
+        path_contains: "/tarball/".into(),
+        status: 500,
+        retry_after: None,
+        message: "Server Error".into(),
+        times: 10_000,
+    });
+    let store = migrated(store).await;
+    let id = store
+        .enqueue(&check_job(7, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let metrics = Metrics::new();
+    let clock = Clock::manual(0);
+    let w = worker(
+        &store,
+        Some(token_github(&fake, &metrics)),
+        &metrics,
+        &clock,
+    );
+    let config = queue_config();
+    for attempt in 1..=2 {
+        let done = w.run_until_idle().await.unwrap();
+        assert_eq!(done.len(), 1, "attempt {attempt}");
+        assert!(matches!(done[0].1, Processed::Retrying { .. }), "{done:?}");
+        let job = store.job(id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Queued);
+        assert_eq!(job.attempts, attempt);
+        let backoff = config.backoff(attempt).as_millis() as i64;
+        assert_eq!(backoff, 10_000 * (1 << (attempt - 1)));
+        assert_eq!(job.run_after_ms, clock.now_ms() + backoff);
+        assert!(job.last_error.as_deref().unwrap().contains("500"));
+        // Not due before its backoff.
+        clock.advance(Duration::from_millis(backoff as u64 - 1));
+        assert!(w.run_until_idle().await.unwrap().is_empty());
+        clock.advance(Duration::from_millis(1));
+    }
+    let done = w.run_until_idle().await.unwrap();
+    assert!(matches!(done[0].1, Processed::Failed { .. }), "{done:?}");
+    let job = store.job(id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Failed, 3));
+    let runs = store.runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].outcome, RunOutcome::Error);
+    assert!(runs[0]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("500 Internal Server Error"));
+    clock.advance(Duration::from_secs(3600));
+    assert!(w.run_until_idle().await.unwrap().is_empty());
+    assert!(metrics
+        .render()
+        .contains(r#"meshward_check_results_total{kind="check",outcome="error"} 1"#));
+}
+
+async fn an_invalid_repo_config_fails_the_job_at_once(store: Store) {
+    let fake = FakeGitHub::start().await;
+    fake.add_repo(REPO, REPO_ID, INSTALLATION);
+    let base = fake.commit(
+        REPO,
+        None,
+        &[(".meshward.yaml", "fail_on: error\nnot_a_key: 1\n")],
+    );
+    let head = fake.commit(
+        REPO,
+        Some(&base),
+        &[
+            (".meshward.yaml", "fail_on: error\nnot_a_key: 1\n"),
+            ("ns.yaml", NAMESPACE),
+        ],
+    );
+    let store = migrated(store).await;
+    let id = store
+        .enqueue(&check_job(7, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let metrics = Metrics::new();
+    let w = worker(
+        &store,
+        Some(token_github(&fake, &metrics)),
+        &metrics,
+        &Clock::manual(0),
+    );
+    let done = w.run_until_idle().await.unwrap();
+    assert!(matches!(done[0].1, Processed::Failed { .. }), "{done:?}");
+    let job = store.job(id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Failed, 1));
+    let error = job.last_error.unwrap();
+    assert!(
+        error.contains("config error") && error.contains("not_a_key"),
+        "{error}"
+    );
+}
+
+async fn installation_tokens_are_reused_until_close_to_expiry(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    let store = migrated(store).await;
+    let metrics = Metrics::new();
+    let clock = Clock::manual(0);
+    // Long-lived tokens: one for both jobs. The second job has no installation id:
+    // the app looks it up.
+    let w = worker(&store, Some(app_github(&fake, &metrics)), &metrics, &clock);
+    store
+        .enqueue(&check_job(7, &base, &head), 3, 0)
+        .await
+        .unwrap();
+    let no_installation = NewJob {
+        installation_id: None,
+        ..check_job(8, &base, &head)
+    };
+    store.enqueue(&no_installation, 3, 0).await.unwrap();
+    let done = w.run_until_idle().await.unwrap();
+    assert_eq!(done.len(), 2);
+    assert!(done
+        .iter()
+        .all(|(_, p)| matches!(p, Processed::Succeeded { .. })));
+    assert_eq!(fake.calls_to("/access_tokens").len(), 1);
+    let lookups = fake
+        .calls()
+        .iter()
+        .filter(|c| c.path.ends_with("/installation"))
+        .count();
+    assert_eq!(lookups, 1);
+
+    // Tokens that expire within the refresh margin are replaced before each use.
+    fake.model().token_ttl = chrono::Duration::minutes(2);
+    let w = worker(&store, Some(app_github(&fake, &metrics)), &metrics, &clock);
+    store
+        .enqueue(&check_job(9, &base, &head), 3, 0)
+        .await
+        .unwrap();
+    store
+        .enqueue(&check_job(10, &base, &head), 3, 0)
+        .await
+        .unwrap();
+    assert_eq!(w.run_until_idle().await.unwrap().len(), 2);
+    assert_eq!(fake.calls_to("/access_tokens").len(), 3);
+}
+
+async fn shutdown_finishes_or_releases_jobs_in_flight(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    let store = migrated(store).await;
+    let metrics = Metrics::new();
+    let clock = Clock::manual(0);
+    let github = token_github(&fake, &metrics);
+    let pool = |grace: Duration| {
+        let proto = Worker::new(
+            store.clone(),
+            Some(github.clone()),
+            metrics.clone(),
+            QueueConfig {
+                workers: 1,
+                shutdown_grace: grace,
+                ..queue_config()
+            },
+            clock.clone(),
+        );
+        let shutdown = CancellationToken::new();
+        let set = jobs::spawn_pool(
+            &proto,
+            shutdown.clone(),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        (shutdown, set)
+    };
+    let running = |store: Store, id: i64| async move {
+        let j = store.job(id).await.unwrap().unwrap();
+        (j.state == JobState::Running).then_some(())
+    };
+
+    // A slow download, a short grace: the job goes back to the queue, uncounted.
+    fake.delay("/_codeload/", Duration::from_secs(3));
+    let id = store
+        .enqueue(&check_job(7, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let (shutdown, mut set) = pool(Duration::from_millis(50));
+    eventually(Duration::from_secs(20), "the job to start", || {
+        running(store.clone(), id)
+    })
+    .await;
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while set.join_next().await.is_some() {}
+    })
+    .await
+    .expect("workers stop");
+    let job = store.job(id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Queued, 0), "{job:?}");
+
+    // A generous grace: the job in flight finishes.
+    fake.model().delays = vec![("/_codeload/".into(), Duration::from_millis(300))];
+    let (shutdown, mut set) = pool(Duration::from_secs(30));
+    eventually(Duration::from_secs(20), "the job to start again", || {
+        running(store.clone(), id)
+    })
+    .await;
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while set.join_next().await.is_some() {}
+    })
+    .await
+    .expect("workers stop");
+    let job = store.job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.attempts),
+        (JobState::Succeeded, 1),
+        "{job:?}"
+    );
+}
+
+contract!(
+    a_job_whose_worker_died_completes_on_another_after_the_lease,
+    github_server_errors_and_rate_limits_are_retried_in_the_client,
+    failing_jobs_back_off_exponentially_then_fail_with_the_error,
+    an_invalid_repo_config_fails_the_job_at_once,
+    installation_tokens_are_reused_until_close_to_expiry,
+    shutdown_finishes_or_releases_jobs_in_flight,
+);

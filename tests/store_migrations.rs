@@ -1,0 +1,138 @@
+//! Migrations, on both backends: all apply to an empty database, and later ones apply
+//! over data written by earlier versions without losing it.
+//!
+//! When a migration is added: write the seed data of the version before it (or of
+//! the new one) as SQL that both backends accept, and add it to `SEEDS`.
+
+#[macro_use]
+mod service_support;
+
+use meshward::store::*;
+
+/// Rows as version 1 of the schema holds them. Portable SQL: no explicit ids (the
+/// PostgreSQL sequences must stay right), references through subqueries.
+const SEED_V1: &str = r#"
+INSERT INTO repos (github_id, full_name, installation_id, default_branch, installed, updated_at_ms)
+VALUES (1001, 'acme/gitops', 77, 'main', TRUE, 100),
+       (1002, 'acme/old', 77, 'main', FALSE, 100);
+
+INSERT INTO deliveries (delivery_id, event, action, repo, outcome, received_at_ms)
+VALUES ('seed-delivery-1', 'pull_request', 'opened', 'acme/gitops', 'enqueued', 100);
+
+INSERT INTO jobs (kind, repo_id, repo, installation_id, pr_number, head_sha, base_sha, base_ref,
+                  delivery_id, state, attempts, max_attempts, run_after_ms, created_at_ms, updated_at_ms)
+VALUES ('check', 1001, 'acme/gitops', 77, 7, 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa',
+        'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb', 'main', 'seed-delivery-1', 'queued', 0, 5, 100, 100, 100),
+       ('baseline', 1001, 'acme/gitops', 77, NULL, 'cccccccccccccccccccccccccccccccccccccccc',
+        NULL, 'main', NULL, 'succeeded', 1, 5, 100, 100, 200);
+
+INSERT INTO runs (job_id, kind, repo_id, repo, pr_number, head_sha, base_sha, started_at_ms, finished_at_ms,
+                  outcome, error, blocking, introduced, existing, resolved, errors, warnings, infos, suppressed, report_json)
+VALUES ((SELECT id FROM jobs WHERE kind = 'baseline'), 'baseline', 1001, 'acme/gitops', NULL,
+        'cccccccccccccccccccccccccccccccccccccccc', NULL, 150, 200, 'fail', NULL, 1, 0, 1, 0, 1, 0, 0, 0, NULL);
+
+INSERT INTO findings (run_id, rule, severity, status, resource_api_version, resource_kind, resource_namespace,
+                      resource_name, file, line, message, istio_code, field_path)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'cccccccccccccccccccccccccccccccccccccccc'),
+        'serviceentry/none-with-endpoints', 'error', 'existing', 'networking.istio.io/v1', 'ServiceEntry',
+        'egress', 'payments-api', 'clusters/prod/payments.yaml', 12, 'resolution NONE with endpoints', NULL,
+        '["spec","resolution"]');
+
+INSERT INTO coverage_totals (run_id, revision, namespaces, namespaces_strict, namespaces_injected, workloads,
+                             workloads_with_proxy, selectors_effective, selectors_ineffective,
+                             workload_entries_selected, workload_entries_total)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'cccccccccccccccccccccccccccccccccccccccc'), 'head',
+        1, 0, 1, 3, 2, 1, 1, 0, 0);
+
+INSERT INTO coverage_namespaces (run_id, revision, namespace, mtls_mode, workloads, workloads_with_proxy,
+                                 selectors_effective, selectors_ineffective, workload_entries_selected,
+                                 workload_entries_total)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'cccccccccccccccccccccccccccccccccccccccc'), 'head',
+        'egress', 'PERMISSIVE', 3, 2, 1, 1, 0, 0);
+"#;
+
+/// (schema version, rows written at that version), oldest first.
+const SEEDS: &[(i64, &str)] = &[(1, SEED_V1)];
+
+async fn all_migrations_apply_to_an_empty_database(store: Store) {
+    assert_eq!(
+        SEEDS.last().map(|s| s.0),
+        Some(Store::latest_migration(store.backend())),
+        "add seed data for the newest migration to SEEDS"
+    );
+    store.migrate().await.unwrap();
+    assert_eq!(
+        store.applied_migration().await.unwrap(),
+        Store::latest_migration(store.backend())
+    );
+    store.ready().await.unwrap();
+    assert!(store.jobs().await.unwrap().is_empty());
+    assert!(store.repos().await.unwrap().is_empty());
+}
+
+async fn later_migrations_apply_over_seed_data(store: Store) {
+    for (version, seed) in SEEDS {
+        store.migrate_to(Some(*version)).await.unwrap();
+        assert_eq!(store.applied_migration().await.unwrap(), *version);
+        store.execute_script(seed).await.unwrap();
+    }
+    // Everything after the last seeded version (with one version: re-applied, a
+    // no-op that must not touch the data).
+    store.migrate().await.unwrap();
+    store.ready().await.unwrap();
+
+    // The seed data reads back through the current store API...
+    let repos = store.repos().await.unwrap();
+    assert_eq!(repos.len(), 2);
+    assert_eq!(repos[0].full_name, "acme/gitops");
+    assert!(repos[0].installed && !repos[1].installed);
+    let runs = store.runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].outcome, RunOutcome::Fail);
+    assert_eq!(runs[0].counts.existing, 1);
+    let findings = store.findings(runs[0].id).await.unwrap();
+    assert_eq!(findings[0].rule, "serviceentry/none-with-endpoints");
+    assert_eq!(findings[0].line, 12);
+    let coverage = store.coverage(runs[0].id).await.unwrap();
+    assert_eq!(coverage[0].total.workloads, 3);
+    assert_eq!(coverage[0].namespaces[0].mtls_mode, "PERMISSIVE");
+
+    // ... and the store keeps working on it: the seeded job is claimable, the seeded
+    // delivery is still a duplicate, new rows get fresh ids.
+    let claimed = store.claim("w", 1_000, 60_000).await.unwrap().unwrap();
+    assert_eq!(claimed.pr_number, Some(7));
+    assert_eq!(claimed.delivery_id.as_deref(), Some("seed-delivery-1"));
+    let delivery = NewDelivery {
+        delivery_id: "seed-delivery-1".into(),
+        event: "pull_request".into(),
+        action: None,
+        repo: None,
+        outcome: "enqueued".into(),
+    };
+    assert_eq!(
+        store
+            .record_delivery(&delivery, &DeliveryEffect::default(), 3, 2_000)
+            .await
+            .unwrap(),
+        DeliveryOutcome::Duplicate
+    );
+    let new = NewJob {
+        kind: JobKind::Check,
+        repo_id: 1001,
+        repo: "acme/gitops".into(),
+        installation_id: Some(77),
+        pr_number: Some(8),
+        head_sha: "d".repeat(40),
+        base_sha: Some("b".repeat(40)),
+        base_ref: Some("main".into()),
+        delivery_id: None,
+    };
+    let id = store.enqueue(&new, 3, 3_000).await.unwrap().id();
+    assert!(id > claimed.id);
+    assert_eq!(store.jobs().await.unwrap().len(), 3);
+}
+
+contract!(
+    all_migrations_apply_to_an_empty_database,
+    later_migrations_apply_over_seed_data,
+);
