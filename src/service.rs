@@ -298,3 +298,71 @@ pub async fn serve(config: ServiceConfig, store: Store, shutdown: CancellationTo
     tracing::info!("stopped");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn config(args: &[&str]) -> Result<ServiceConfig> {
+        let mut argv = vec!["meshward"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv)?.serve.config()
+    }
+
+    #[test]
+    fn app_mode_needs_a_private_key_from_a_file_or_the_environment() {
+        let err = config(&["--github-app-id", "12"]).err().expect("no key");
+        assert!(format!("{err:#}").contains("no private key"), "{err:#}");
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("key.pem");
+        std::fs::write(&pem, "-----BEGIN RSA PRIVATE KEY-----\n").unwrap();
+        let c = config(&[
+            "--github-app-id",
+            "12",
+            "--github-private-key-path",
+            pem.to_str().unwrap(),
+            "--github-app-slug",
+            "meshward",
+        ])
+        .unwrap();
+        assert!(matches!(
+            c.github.as_ref().map(|g| &g.auth),
+            Some(GitHubAuth::App { app_id: 12, .. })
+        ));
+        assert_eq!(c.app.id, Some(12));
+        assert_eq!(c.app.slug.as_deref(), Some("meshward"));
+        let missing = config(&[
+            "--github-app-id",
+            "12",
+            "--github-private-key-path",
+            "/nonexistent/key.pem",
+        ]);
+        assert!(missing.is_err());
+    }
+
+    #[test]
+    fn token_mode_and_defaults() {
+        let c = config(&["--github-token", "t0ken", "--webhook-secret", "a, b"]).unwrap();
+        assert!(matches!(
+            c.github.as_ref().map(|g| &g.auth),
+            Some(GitHubAuth::Token(_))
+        ));
+        assert_eq!(c.secrets.len(), 2);
+        assert_eq!(c.listen, "127.0.0.1:8080");
+        assert_eq!(c.queue.workers, 2);
+        assert_eq!(c.queue.lease, Duration::from_secs(300));
+        assert_eq!(c.queue.max_attempts, 5);
+        assert_eq!(c.max_body_bytes, 25 * 1024 * 1024);
+        let none = config(&[]).unwrap();
+        assert!(none.github.is_none());
+        assert!(none.secrets.is_empty());
+        assert!(config(&["--max-attempts", "0"]).is_err());
+    }
+}
