@@ -52,6 +52,13 @@ pub struct MeshConfig {
     pub root_namespace: String,
     #[serde(default = "default_trust_domain")]
     pub trust_domain: String,
+    /// CPU request of one sidecar proxy when the pod sets no
+    /// `sidecar.istio.io/proxyCPU` annotation (Istio's default: 100m).
+    #[serde(default = "default_proxy_cpu")]
+    pub proxy_cpu: String,
+    /// Memory request of one proxy without `sidecar.istio.io/proxyMemory` (128Mi).
+    #[serde(default = "default_proxy_memory")]
+    pub proxy_memory: String,
 }
 
 fn default_root_namespace() -> String {
@@ -60,12 +67,20 @@ fn default_root_namespace() -> String {
 fn default_trust_domain() -> String {
     "cluster.local".into()
 }
+fn default_proxy_cpu() -> String {
+    "100m".into()
+}
+fn default_proxy_memory() -> String {
+    "128Mi".into()
+}
 
 impl Default for MeshConfig {
     fn default() -> Self {
         MeshConfig {
             root_namespace: default_root_namespace(),
             trust_domain: default_trust_domain(),
+            proxy_cpu: default_proxy_cpu(),
+            proxy_memory: default_proxy_memory(),
         }
     }
 }
@@ -163,6 +178,27 @@ impl RepoConfig {
                 )
             })?;
         }
+        // The proxy defaults are quantities; a typo here would skew every cost figure.
+        let quantities: [(&str, &String, fn(&str) -> Result<u64, String>); 2] = [
+            (
+                "proxy_cpu",
+                &config.mesh.proxy_cpu,
+                crate::model::quantity::cpu_millicores,
+            ),
+            (
+                "proxy_memory",
+                &config.mesh.proxy_memory,
+                crate::model::quantity::memory_bytes,
+            ),
+        ];
+        for (key, value, parse) in quantities {
+            if let Err(problem) = parse(value) {
+                return Err(err(
+                    line_of(serde_json::json!(["mesh", key])),
+                    format!("`mesh.{key}`: {problem}"),
+                ));
+            }
+        }
         for rule in config.rules.keys() {
             config
                 .rule_lines
@@ -214,6 +250,16 @@ mod tests {
     fn bad_rule_setting_is_an_error() {
         let e = RepoConfig::parse("rules:\n  selector/matches-nothing: loud\n").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn proxy_defaults_are_quantities() {
+        let c = RepoConfig::parse("mesh:\n  proxy_cpu: 250m\n").unwrap();
+        assert_eq!(c.mesh.proxy_cpu, "250m");
+        assert_eq!(c.mesh.proxy_memory, "128Mi");
+        let e = RepoConfig::parse("mesh:\n  trust_domain: x\n  proxy_memory: 128MB\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("mesh.proxy_memory"), "{e}");
     }
 
     #[test]
