@@ -230,6 +230,9 @@ pub fn analyze(
         base: base_eval.as_ref().map(|b| b.summary.clone()),
         notes,
     };
+    let changes = base_eval
+        .as_ref()
+        .map(|b| crate::changes::of(&b.model, &head_eval.model, &config.mesh));
     Ok(Report {
         findings,
         suppressed,
@@ -237,6 +240,7 @@ pub fn analyze(
             base: base_eval.as_ref().map(|b| coverage::of(&b.model)),
             head: coverage::of(&head_eval.model),
         },
+        changes,
         summary,
         models: crate::report::Models {
             head: head_eval.model,

@@ -5,6 +5,7 @@
 //! [`analysis`] diffs base and head, [`report`] renders the result.
 
 pub mod analysis;
+pub mod changes;
 pub mod config;
 pub mod evidence;
 pub mod finding;

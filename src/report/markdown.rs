@@ -1,5 +1,7 @@
 //! The markdown body a PR comment carries (and `check --format markdown`).
 
+pub mod changes;
+
 use super::{Report, Verdict};
 use crate::finding::{Finding, Severity, Status};
 use std::fmt::Write;
@@ -128,6 +130,10 @@ pub fn render(report: &Report, links: &Links) -> String {
             table(&mut out, &introduced, links);
             out.push('\n');
         }
+    }
+
+    if let Some(c) = &report.changes {
+        out.push_str(&changes::section(c));
     }
 
     coverage_table(&mut out, report);

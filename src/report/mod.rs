@@ -16,6 +16,11 @@ pub struct Report {
     /// Findings an exception in the config file covers.
     pub suppressed: Vec<Suppressed>,
     pub coverage: CoverageReport,
+    /// What the change does to the mesh (identities, VM bootstrap, selections, proxy
+    /// cost, new hops); null without a base revision. Absent in reports stored before
+    /// it existed.
+    #[serde(default)]
+    pub changes: Option<crate::changes::Changes>,
     pub summary: Summary,
     /// The mesh models, for the sections that explain a change. Not part of the JSON.
     #[serde(skip)]
