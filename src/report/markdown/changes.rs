@@ -55,6 +55,17 @@ fn labels_text(labels: &std::collections::BTreeMap<String, String>) -> String {
         .join(",")
 }
 
+/// A group's labels without the canonical-service ones istioctl adds.
+fn own_labels(
+    labels: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    labels
+        .iter()
+        .filter(|(k, _)| !k.starts_with("service.istio.io/canonical-"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// A shell-quoted value, as istioctl writes cluster.env.
 fn shell_quote(v: &str) -> String {
     format!("'{}'", v.replace('\'', "'\"'\"'"))
@@ -228,7 +239,7 @@ fn vm_bootstrap(out: &mut String, c: &Changes) {
         let selected = match (v.service_entry_count, v.services.is_empty()) {
             (0, true) => format!(
                 "⚠️ no ServiceEntry selects its labels ({}): its VMs get no name to be called by (`workloadgroup/unreachable`)",
-                cell(&labels_text(&v.labels))
+                cell(&labels_text(&own_labels(&v.labels)))
             ),
             (0, false) => format!(
                 "no ServiceEntry selects its labels; Kubernetes Services do: {}",
