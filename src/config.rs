@@ -179,7 +179,8 @@ impl RepoConfig {
             })?;
         }
         // The proxy defaults are quantities; a typo here would skew every cost figure.
-        let quantities: [(&str, &String, fn(&str) -> Result<u64, String>); 2] = [
+        type Parse = fn(&str) -> Result<u64, String>;
+        let quantities: [(&str, &String, Parse); 2] = [
             (
                 "proxy_cpu",
                 &config.mesh.proxy_cpu,

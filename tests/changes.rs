@@ -17,7 +17,10 @@ fn change(dir: &Path) -> meshward::report::Report {
 }
 
 fn changes_of(report: &meshward::report::Report) -> &Changes {
-    report.changes.as_ref().expect("a change has a changes section")
+    report
+        .changes
+        .as_ref()
+        .expect("a change has a changes section")
 }
 
 fn settings() -> insta::Settings {
@@ -62,7 +65,12 @@ fn namespace_labelled_for_injection_counts_replicas_and_hpa_max() {
     assert_eq!(c.latency.len(), 1, "{:?}", c.latency);
     let hop = &c.latency[0];
     assert_eq!(
-        (hop.caller.as_str(), hop.callee.as_str(), hop.proxies_before, hop.proxies_after),
+        (
+            hop.caller.as_str(),
+            hop.callee.as_str(),
+            hop.proxies_before,
+            hop.proxies_after
+        ),
         ("Deployment/orders/api", "Deployment/orders/worker", 0, 2)
     );
     assert!(hop.decided_by.iter().any(|d| d.contains("env WORKER_URL")));
@@ -82,12 +90,18 @@ fn proxy_annotations_and_configured_defaults_set_the_requests() {
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: jobs\n{ns_labels}---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: big\n  namespace: jobs\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {{app: big}}\n  template:\n    metadata:\n      labels: {{app: big}}\n      annotations:\n        sidecar.istio.io/proxyCPU: 500m\n        sidecar.istio.io/proxyMemory: 1Gi\n    spec:\n      containers: [{{name: big, image: big:1}}]\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: small\n  namespace: jobs\nspec:\n  replicas: 4\n  selector:\n    matchLabels: {{app: small}}\n  template:\n    metadata:\n      labels: {{app: small}}\n      annotations:\n        sidecar.istio.io/proxyCPU: lots\n    spec:\n      containers: [{{name: small, image: small:1}}]\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\n  namespace: jobs\nspec:\n  selector:\n    matchLabels: {{app: agent}}\n  template:\n    metadata:\n      labels: {{app: agent}}\n    spec:\n      containers: [{{name: agent, image: agent:1}}]\n"
         )
     };
-    let config = (".meshward.yaml", "mesh:\n  proxy_cpu: 50m\n  proxy_memory: 64Mi\n");
+    let config = (
+        ".meshward.yaml",
+        "mesh:\n  proxy_cpu: 50m\n  proxy_memory: 64Mi\n",
+    );
     let base = repo.commit_files(&[config, ("ns.yaml", &deployment(""))], "base");
     let head = repo.commit_files(
         &[
             config,
-            ("ns.yaml", &deployment("  labels:\n    istio-injection: enabled\n")),
+            (
+                "ns.yaml",
+                &deployment("  labels:\n    istio-injection: enabled\n"),
+            ),
         ],
         "head",
     );
@@ -102,13 +116,22 @@ fn proxy_annotations_and_configured_defaults_set_the_requests() {
         .find(|w| w.workload == "Deployment/jobs/small")
         .expect("small");
     assert_eq!(small.cpu_per_proxy, "50m");
-    assert!(small.problems[0].contains("sidecar.istio.io/proxyCPU"), "{small:?}");
+    assert!(
+        small.problems[0].contains("sidecar.istio.io/proxyCPU"),
+        "{small:?}"
+    );
     // A DaemonSet's proxies cannot be counted from the repository: said, not skipped.
     assert_eq!(cost.uncounted.len(), 1);
     assert_eq!(cost.uncounted[0].workload, "DaemonSet/jobs/agent");
     let summary = cost.summary.as_deref().unwrap_or_default();
-    assert!(summary.starts_with("enables 6 proxies: +1.2 CPU, +2.25 GiB requested"), "{summary}");
-    assert!(summary.contains("1 more workload not counted (DaemonSet jobs/agent)"), "{summary}");
+    assert!(
+        summary.starts_with("enables 6 proxies: +1.2 CPU, +2.25 GiB requested"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("1 more workload not counted (DaemonSet jobs/agent)"),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -121,10 +144,16 @@ fn service_account_change_shows_the_new_identity_and_the_lost_policy() {
         .find(|i| i.subject == "Deployment/shop/web")
         .expect("web is listed");
     assert_eq!(web.change, Change::Changed);
-    assert_eq!(web.spiffe_id, "spiffe://cluster.local/ns/shop/sa/web-frontend");
+    assert_eq!(
+        web.spiffe_id,
+        "spiffe://cluster.local/ns/shop/sa/web-frontend"
+    );
     assert_eq!(web.base_service_account.as_deref(), Some("web"));
     assert!(web.allowed_by.is_empty());
-    assert_eq!(web.base_allowed_by, ["AuthorizationPolicy/shop/cart-allow-web"]);
+    assert_eq!(
+        web.base_allowed_by,
+        ["AuthorizationPolicy/shop/cart-allow-web"]
+    );
     let f = with_rule(&report, "authz/identity-change");
     assert_eq!(f.len(), 1);
     assert!(f[0]
@@ -148,7 +177,10 @@ fn service_account_change_shows_the_new_identity_and_the_lost_policy() {
 fn trust_domain_comes_from_the_config() {
     let repo = GitRepo::new();
     let wg = "apiVersion: networking.istio.io/v1\nkind: WorkloadGroup\nmetadata:\n  name: db\n  namespace: data\nspec:\n  metadata:\n    labels: {app: db}\n  template:\n    serviceAccount: db\n";
-    let config = (".meshward.yaml", "mesh:\n  trust_domain: prod.acme.internal\n");
+    let config = (
+        ".meshward.yaml",
+        "mesh:\n  trust_domain: prod.acme.internal\n",
+    );
     let base = repo.commit_files(&[config], "base");
     let head = repo.commit_files(&[config, ("wg.yaml", wg)], "head");
     let report = check_change(&repo, &base, &head);
@@ -157,7 +189,10 @@ fn trust_domain_comes_from_the_config() {
     assert_eq!(vm.cluster_env["TRUST_DOMAIN"], "prod.acme.internal");
     // No ports: the proxy captures all inbound traffic, and the preview says so.
     assert_eq!(vm.cluster_env["ISTIO_INBOUND_PORTS"], "*");
-    assert!(vm.notes.iter().any(|n| n.contains("captures all inbound traffic")));
+    assert!(vm
+        .notes
+        .iter()
+        .any(|n| n.contains("captures all inbound traffic")));
 }
 
 #[test]
@@ -178,11 +213,17 @@ fn new_workload_group_with_and_without_a_selecting_service_entry() {
     );
     assert_eq!(vm[0].root_cert.config_map, "istio-ca-root-cert");
     assert_eq!(vm[0].root_cert.namespace, "vm-apps");
-    assert_eq!(with_rule(&unreachable, "workloadgroup/unreachable").len(), 1);
+    assert_eq!(
+        with_rule(&unreachable, "workloadgroup/unreachable").len(),
+        1
+    );
 
     let reachable = change(&fixtures().join("rules/workloadgroup__unreachable/pass"));
     let c = changes_of(&reachable);
-    assert_eq!(c.vm_bootstrap[0].service_entries, ["ServiceEntry/vm-apps/billing"]);
+    assert_eq!(
+        c.vm_bootstrap[0].service_entries,
+        ["ServiceEntry/vm-apps/billing"]
+    );
     assert_eq!(c.vm_bootstrap[0].service_entry_count, 1);
     // The new ServiceEntry's selector is reported with what it selects: the group.
     let se = c

@@ -60,8 +60,13 @@ fn pods(w: &Workload) -> Option<(i64, &'static str)> {
 
 fn uncounted_reason(w: &Workload) -> String {
     match w.kind.as_str() {
-        "DaemonSet" => "a DaemonSet runs one proxy per node; the node count is not in the repository".into(),
-        "Job" | "CronJob" => format!("a {} runs one proxy per pod while it runs; not counted", w.kind),
+        "DaemonSet" => {
+            "a DaemonSet runs one proxy per node; the node count is not in the repository".into()
+        }
+        "Job" | "CronJob" => format!(
+            "a {} runs one proxy per pod while it runs; not counted",
+            w.kind
+        ),
         _ => "its replica count is not known".into(),
     }
 }
@@ -78,15 +83,21 @@ fn injected_head(w: &Workload) -> bool {
 
 fn turned_on_text(w: &Workload) -> String {
     let what = match w.proxy_via.as_deref() {
-        Some("namespace-label") => format!("namespace {} gets istio-injection=enabled", w.namespace),
-        Some("namespace-revision") => format!("namespace {} gets an istio.io/rev label", w.namespace),
+        Some("namespace-label") => {
+            format!("namespace {} gets istio-injection=enabled", w.namespace)
+        }
+        Some("namespace-revision") => {
+            format!("namespace {} gets an istio.io/rev label", w.namespace)
+        }
         Some("pod-opt-in") => "its pods opt in (sidecar.istio.io/inject: \"true\")".to_string(),
         Some("pod-revision") => "its pods opt in (istio.io/rev label)".to_string(),
         Some("template") => "istio-proxy is added to its pod template".to_string(),
         _ => w.proxy_reason.clone(),
     };
     if w.pending_rollout {
-        format!("{what}; the proxies arrive when its pods are recreated (injection/rollout-required)")
+        format!(
+            "{what}; the proxies arrive when its pods are recreated (injection/rollout-required)"
+        )
     } else {
         what
     }
@@ -113,7 +124,11 @@ fn scale_text(b: &Workload, h: &Workload) -> Option<String> {
         _ => {}
     }
     if h.autoscaler.is_none() && b.replicas != h.replicas {
-        parts.push(format!("replicas {} → {}", opt(b.replicas), opt(h.replicas)));
+        parts.push(format!(
+            "replicas {} → {}",
+            opt(b.replicas),
+            opt(h.replicas)
+        ));
     }
     let (bp, hp) = (&b.proxy_requests, &h.proxy_requests);
     if bp.cpu_millicores != hp.cpu_millicores || bp.memory_bytes != hp.memory_bytes {
@@ -138,8 +153,10 @@ pub fn display(id: &str) -> String {
 }
 
 pub fn of(base: &Model, head: &Model, mesh: &MeshConfig) -> ProxyCost {
-    let b_by: HashMap<&str, &Workload> = base.workloads.iter().map(|w| (w.id.as_str(), w)).collect();
-    let h_by: HashMap<&str, &Workload> = head.workloads.iter().map(|w| (w.id.as_str(), w)).collect();
+    let b_by: HashMap<&str, &Workload> =
+        base.workloads.iter().map(|w| (w.id.as_str(), w)).collect();
+    let h_by: HashMap<&str, &Workload> =
+        head.workloads.iter().map(|w| (w.id.as_str(), w)).collect();
     let ids: BTreeSet<&str> = b_by.keys().chain(h_by.keys()).copied().collect();
     let mut cost = ProxyCost {
         default_cpu: mesh.proxy_cpu.clone(),
@@ -200,7 +217,9 @@ pub fn of(base: &Model, head: &Model, mesh: &MeshConfig) -> ProxyCost {
                 .and_then(|w| w.autoscaler.as_ref())
                 .filter(|_| counted.is_some_and(|(_, f)| f == "autoscaler"))
                 .map(|a| a.resource.clone()),
-            cpu_per_proxy: shown.map(|w| w.proxy_requests.cpu.clone()).unwrap_or_default(),
+            cpu_per_proxy: shown
+                .map(|w| w.proxy_requests.cpu.clone())
+                .unwrap_or_default(),
             memory_per_proxy: shown
                 .map(|w| w.proxy_requests.memory.clone())
                 .unwrap_or_default(),
@@ -208,7 +227,9 @@ pub fn of(base: &Model, head: &Model, mesh: &MeshConfig) -> ProxyCost {
             memory_bytes: mem_h - mem_b,
             reason,
             pending_rollout: h.is_some_and(|h| h.pending_rollout),
-            problems: h.map(|h| h.proxy_requests.problems.clone()).unwrap_or_default(),
+            problems: h
+                .map(|h| h.proxy_requests.problems.clone())
+                .unwrap_or_default(),
         });
     }
     for item in &cost.workloads {

@@ -41,14 +41,13 @@ fn by_labels<'a>(s: &Selector, workloads: &'a [Workload], root_ns: bool) -> Vec<
 }
 
 pub fn of(base: &Model, head: &Model, mesh: &crate::config::MeshConfig) -> Vec<NewHop> {
-    let before: HashMap<&str, &Workload> = base.workloads.iter().map(|w| (w.id.as_str(), w)).collect();
+    let before: HashMap<&str, &Workload> =
+        base.workloads.iter().map(|w| (w.id.as_str(), w)).collect();
     let now: HashMap<&str, &Workload> = head.workloads.iter().map(|w| (w.id.as_str(), w)).collect();
     // Injected after the change (pending rollouts included: they get a proxy when
     // their pods are recreated) and existing before it.
     let injected = |id: &str| now.get(id).is_some_and(|w| w.proxy || w.pending_rollout);
-    let newly = |id: &str| {
-        injected(id) && before.get(id).is_some_and(|b| !b.proxy)
-    };
+    let newly = |id: &str| injected(id) && before.get(id).is_some_and(|b| !b.proxy);
     let existed = |id: &str| before.contains_key(id);
     if !head.workloads.iter().any(|w| newly(&w.id)) {
         return Vec::new();
@@ -77,14 +76,14 @@ pub fn of(base: &Model, head: &Model, mesh: &crate::config::MeshConfig) -> Vec<N
             }
         }
     }
-    let policies: HashMap<&str, Vec<&Selector>> =
-        head.selectors
-            .iter()
-            .filter(|s| s.kind == "AuthorizationPolicy")
-            .fold(HashMap::new(), |mut m, s| {
-                m.entry(s.resource.as_str()).or_default().push(s);
-                m
-            });
+    let policies: HashMap<&str, Vec<&Selector>> = head
+        .selectors
+        .iter()
+        .filter(|s| s.kind == "AuthorizationPolicy")
+        .fold(HashMap::new(), |mut m, s| {
+            m.entry(s.resource.as_str()).or_default().push(s);
+            m
+        });
     for (key, identity) in &head.identities {
         let callers: Vec<&str> = head
             .service_accounts

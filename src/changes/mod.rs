@@ -166,8 +166,11 @@ fn identities(base: &Model, head: &Model) -> Vec<IdentityChange> {
             denied_by: id.denied_by,
         });
     }
-    let base_groups: HashMap<&str, &crate::model::WorkloadGroup> =
-        base.workload_groups.iter().map(|g| (g.id.as_str(), g)).collect();
+    let base_groups: HashMap<&str, &crate::model::WorkloadGroup> = base
+        .workload_groups
+        .iter()
+        .map(|g| (g.id.as_str(), g))
+        .collect();
     for g in &head.workload_groups {
         let before = base_groups.get(g.id.as_str());
         let change = match before {

@@ -139,7 +139,9 @@ fn names(source: &Source, principal: &str, ns: &str, sa_ref: &str) -> Option<Str
                 via.get_or_insert_with(|| format!("{what} {p}"));
             }
             (None, true) => {
-                via.get_or_insert_with(|| format!("{what} (not excluded by {})", values.join(", ")));
+                via.get_or_insert_with(|| {
+                    format!("{what} (not excluded by {})", values.join(", "))
+                });
             }
             _ => return None,
         }
@@ -219,13 +221,21 @@ mod tests {
     #[test]
     fn principal_patterns() {
         assert_eq!(
-            named(&source(&[("principals", &["cluster.local/ns/shop/sa/web"])])).as_deref(),
+            named(&source(&[(
+                "principals",
+                &["cluster.local/ns/shop/sa/web"]
+            )]))
+            .as_deref(),
             Some("principal cluster.local/ns/shop/sa/web")
         );
         assert!(named(&source(&[("principals", &["cluster.local/ns/shop/*"])])).is_some());
         assert!(named(&source(&[("principals", &["*/sa/web"])])).is_some());
         assert!(named(&source(&[("principals", &["*"])])).is_some());
-        assert!(named(&source(&[("principals", &["cluster.local/ns/shop/sa/web-v2"])])).is_none());
+        assert!(named(&source(&[(
+            "principals",
+            &["cluster.local/ns/shop/sa/web-v2"]
+        )]))
+        .is_none());
     }
 
     #[test]

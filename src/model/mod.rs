@@ -351,8 +351,7 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
     apply_mtls(&mut model, &pas, mesh);
     model.peer_authentications = pas;
 
-    model.services =
-        services::services_of(resources, &model.workloads, &model.workload_entries);
+    model.services = services::services_of(resources, &model.workloads, &model.workload_entries);
     vm::link(
         &mut model.workload_groups,
         &mut model.selectors,
@@ -456,7 +455,11 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
             Some("template"),
         )
     } else if host_network {
-        (false, "hostNetwork pods are never injected".to_string(), None)
+        (
+            false,
+            "hostNetwork pods are never injected".to_string(),
+            None,
+        )
     } else if opted_out {
         (
             false,

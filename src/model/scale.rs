@@ -38,14 +38,17 @@ pub struct ProxyRequests {
 /// one workload, the larger maxReplicas is kept (it bounds the proxies).
 pub fn autoscalers(resources: &[Resource]) -> HashMap<(String, String, String), Autoscaler> {
     let mut out: HashMap<(String, String, String), Autoscaler> = HashMap::new();
-    for r in resources
-        .iter()
-        .filter(|r| r.kind == "HorizontalPodAutoscaler" && r.api_version.starts_with("autoscaling/"))
-    {
+    for r in resources.iter().filter(|r| {
+        r.kind == "HorizontalPodAutoscaler" && r.api_version.starts_with("autoscaling/")
+    }) {
         let (Some(ns), Some(kind), Some(name)) = (
             r.namespace.as_deref(),
-            r.body.pointer("/spec/scaleTargetRef/kind").and_then(Json::as_str),
-            r.body.pointer("/spec/scaleTargetRef/name").and_then(Json::as_str),
+            r.body
+                .pointer("/spec/scaleTargetRef/kind")
+                .and_then(Json::as_str),
+            r.body
+                .pointer("/spec/scaleTargetRef/name")
+                .and_then(Json::as_str),
         ) else {
             continue;
         };

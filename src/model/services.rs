@@ -148,12 +148,19 @@ pub fn calls_of(template: &Json, namespace: &str, index: &ServiceIndex) -> Vec<C
     out.into_values().collect()
 }
 
-fn hosts_in<'a>(text: &str, namespace: &str, index: &ServiceIndex<'a>) -> Vec<(String, &'a Service)> {
+fn hosts_in<'a>(
+    text: &str,
+    namespace: &str,
+    index: &ServiceIndex<'a>,
+) -> Vec<(String, &'a Service)> {
     let mut out = Vec::new();
     let is_host_char = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '-';
     let bytes = text.as_bytes();
     let mut start = None;
-    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
         match (start, is_host_char(c) && i < text.len()) {
             (None, true) => start = Some(i),
             (Some(s), false) => {

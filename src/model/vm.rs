@@ -118,7 +118,11 @@ pub fn link(groups: &mut [WorkloadGroup], selectors: &mut [Selector], services: 
             }
         }
         for svc in services.iter().filter(|s| s.namespace == g.namespace) {
-            if svc.selector.as_ref().is_some_and(|l| g.labels.selected_by(l)) {
+            if svc
+                .selector
+                .as_ref()
+                .is_some_and(|l| g.labels.selected_by(l))
+            {
                 g.selected_by_services.push(svc.id.clone());
             }
         }

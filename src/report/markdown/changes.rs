@@ -110,7 +110,10 @@ fn proxy_cost(out: &mut String, c: &Changes) {
         cell(&p.default_memory)
     );
     if !p.workloads.is_empty() {
-        let _ = writeln!(out, "| Workload | Proxies | CPU | Memory | Why |\n|---|---|---|---|---|");
+        let _ = writeln!(
+            out,
+            "| Workload | Proxies | CPU | Memory | Why |\n|---|---|---|---|---|"
+        );
         for w in p.workloads.iter().take(MAX_ROWS) {
             let hpa = match &w.autoscaler {
                 Some(_) => " (HPA max)",
@@ -135,7 +138,12 @@ fn proxy_cost(out: &mut String, c: &Changes) {
         out.push('\n');
     }
     for u in &p.uncounted {
-        let _ = writeln!(out, "- {} not counted: {}", code(&u.workload), cell(&u.reason));
+        let _ = writeln!(
+            out,
+            "- {} not counted: {}",
+            code(&u.workload),
+            cell(&u.reason)
+        );
     }
     if !p.uncounted.is_empty() {
         out.push('\n');
@@ -173,7 +181,10 @@ fn identities(out: &mut String, c: &Changes) {
         out,
         "**Identities** of the workloads this change adds or changes, and the AuthorizationPolicies whose sources name them:\n"
     );
-    let _ = writeln!(out, "| Workload | Identity | Allowed by | Denied by |\n|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| Workload | Identity | Allowed by | Denied by |\n|---|---|---|---|"
+    );
     for i in c.identities.iter().take(MAX_ROWS) {
         let mut identity = code(&i.spiffe_id);
         if let Some(old) = &i.base_service_account {
@@ -188,10 +199,7 @@ fn identities(out: &mut String, c: &Changes) {
         }
         let mut allowed = codes(&i.allowed_by, 5);
         if i.base_service_account.is_some() && i.base_allowed_by != i.allowed_by {
-            allowed.push_str(&format!(
-                "<br>before: {}",
-                codes(&i.base_allowed_by, 5)
-            ));
+            allowed.push_str(&format!("<br>before: {}", codes(&i.base_allowed_by, 5)));
         }
         let _ = writeln!(
             out,
@@ -221,12 +229,18 @@ fn vm_bootstrap(out: &mut String, c: &Changes) {
             .map(|(k, val)| format!("{k}={}\n", shell_quote(val)))
             .collect();
         let fence = fence_for(&env);
-        let _ = writeln!(out, "{fence}sh\n# cluster.env: the keys that come from the group\n{env}{fence}\n");
+        let _ = writeln!(
+            out,
+            "{fence}sh\n# cluster.env: the keys that come from the group\n{env}{fence}\n"
+        );
         let _ = writeln!(
             out,
             "- identity {}; token for service account {} (audience `{}`)",
             code(&v.spiffe_id),
-            code(&format!("{}/{}", v.token.namespace, v.token.service_account)),
+            code(&format!(
+                "{}/{}",
+                v.token.namespace, v.token.service_account
+            )),
             cell(&v.token.audience)
         );
         let _ = writeln!(
@@ -281,7 +295,10 @@ fn selectors(out: &mut String, c: &Changes) {
         out,
         "**Selectors** this change adds or changes, or whose selection it moves (policies count workloads with a proxy and WorkloadEntries; ServiceEntries count workloads, WorkloadEntries and WorkloadGroups):\n"
     );
-    let _ = writeln!(out, "| Selector | Labels | Selects (base → head) | Change |\n|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| Selector | Labels | Selects (base → head) | Change |\n|---|---|---|---|"
+    );
     for s in c.selectors.iter().take(MAX_ROWS) {
         let labels = match &s.labels {
             Some(l) => code(&labels_text(l)),
