@@ -291,3 +291,19 @@ fn hostile_names_do_not_break_the_markdown() {
         assert!(!line.contains("a|b"), "{line}");
     }
 }
+
+#[test]
+fn reports_stored_before_changes_existed_still_load() {
+    let report = change(&fixtures().join("changes/injection-cost"));
+    let mut json: serde_json::Value =
+        serde_json::from_str(&meshward::report::json(&report)).expect("json");
+    assert!(json["changes"]["proxy_cost"]["summary"].is_string());
+    // The history store keeps report JSON; older rows have no `changes` key.
+    json.as_object_mut().expect("object").remove("changes");
+    let old: meshward::report::Report = serde_json::from_value(json).expect("old report loads");
+    assert!(old.changes.is_none());
+    // And a stored report with changes renders the same section as a fresh one.
+    let stored: meshward::report::Report =
+        serde_json::from_str(&meshward::report::json(&report)).expect("round trip");
+    assert_eq!(section(changes_of(&stored)), section(changes_of(&report)));
+}

@@ -53,6 +53,16 @@ pub fn of(base: &Model, head: &Model, mesh: &crate::config::MeshConfig) -> Vec<N
         return Vec::new();
     }
 
+    // Only pairs that can become a new hop are recorded, so a policy that allows
+    // everyone in a large mesh costs (new × all), not (all × all).
+    let hop = |caller: &str, callee: &str| {
+        caller != callee
+            && injected(caller)
+            && injected(callee)
+            && (newly(caller) || newly(callee))
+            && existed(caller)
+            && existed(callee)
+    };
     let mut edges: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     let services: HashMap<&str, &crate::model::Service> =
         head.services.iter().map(|s| (s.id.as_str(), s)).collect();
@@ -61,7 +71,7 @@ pub fn of(base: &Model, head: &Model, mesh: &crate::config::MeshConfig) -> Vec<N
             let Some(svc) = services.get(c.service.as_str()) else {
                 continue;
             };
-            for callee in &svc.selects {
+            for callee in svc.selects.iter().filter(|callee| hop(&w.id, callee)) {
                 edges
                     .entry((w.id.clone(), callee.clone()))
                     .or_default()
@@ -76,51 +86,56 @@ pub fn of(base: &Model, head: &Model, mesh: &crate::config::MeshConfig) -> Vec<N
             }
         }
     }
-    let policies: HashMap<&str, Vec<&Selector>> = head
-        .selectors
-        .iter()
-        .filter(|s| s.kind == "AuthorizationPolicy")
-        .fold(HashMap::new(), |mut m, s| {
-            m.entry(s.resource.as_str()).or_default().push(s);
-            m
-        });
+    // policy → (caller, how the policy names it)
+    let mut callers_of: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
     for (key, identity) in &head.identities {
-        let callers: Vec<&str> = head
+        let callers = head
             .service_accounts
             .get(key)
             .into_iter()
             .flatten()
             .map(String::as_str)
-            .filter(|id| now.contains_key(id))
-            .collect();
-        if callers.is_empty() {
-            continue;
-        }
-        for m in identity.matched_by.iter().filter(|m| m.action == "ALLOW") {
-            for s in policies.get(m.policy.as_str()).into_iter().flatten() {
-                // A policy in the root namespace applies in every namespace.
-                let mesh_wide = s.namespace == mesh.root_namespace;
-                for callee in by_labels(s, &head.workloads, mesh_wide) {
-                    for caller in &callers {
-                        edges
-                            .entry((caller.to_string(), callee.id.clone()))
-                            .or_default()
-                            .insert(format!("{} allows {}", display(&m.policy), m.via));
-                    }
-                }
+            .filter(|id| now.contains_key(id));
+        for caller in callers {
+            for m in identity.matched_by.iter().filter(|m| m.action == "ALLOW") {
+                callers_of
+                    .entry(m.policy.as_str())
+                    .or_default()
+                    .push((caller, m.via.as_str()));
             }
+        }
+    }
+    for s in head
+        .selectors
+        .iter()
+        .filter(|s| s.kind == "AuthorizationPolicy")
+    {
+        let Some(callers) = callers_of.get(s.resource.as_str()) else {
+            continue;
+        };
+        // A policy in the root namespace applies in every namespace.
+        let callees = by_labels(s, &head.workloads, s.namespace == mesh.root_namespace);
+        let new_callees: Vec<&&Workload> = callees.iter().filter(|w| newly(&w.id)).collect();
+        for (caller, via) in callers {
+            let candidates: Vec<&Workload> = if newly(caller) {
+                callees.clone()
+            } else {
+                new_callees.iter().map(|w| **w).collect()
+            };
+            for callee in candidates.into_iter().filter(|w| hop(caller, &w.id)) {
+                edges
+                    .entry((caller.to_string(), callee.id.clone()))
+                    .or_default()
+                    .insert(format!("{} allows {via}", display(&s.resource)));
+            }
+        }
+        if edges.len() > MAX_PAIRS {
+            break;
         }
     }
 
     let mut out = Vec::new();
     for ((caller, callee), why) in edges {
-        if caller == callee
-            || !(injected(&caller) && injected(&callee))
-            || !(newly(&caller) || newly(&callee))
-            || !(existed(&caller) && existed(&callee))
-        {
-            continue;
-        }
         let before_count = [&caller, &callee]
             .iter()
             .filter(|id| before.get(id.as_str()).is_some_and(|w| w.proxy))
