@@ -27,7 +27,8 @@ pub struct Identity {
     pub allowed_by: Vec<String>,
     /// DENY policies with a source that names it.
     pub denied_by: Vec<String>,
-    /// How each of those names it.
+    /// How each of those names it (for the change report; not in the policy input).
+    #[serde(skip)]
     pub matched_by: Vec<AuthzMatch>,
 }
 

@@ -34,7 +34,9 @@ pub struct Model {
     /// scope key → effective mode.
     pub mtls_scopes: BTreeMap<String, String>,
     pub workload_groups: Vec<WorkloadGroup>,
-    /// Kubernetes Services, with what their selectors select.
+    /// Kubernetes Services, with what their selectors select. Not in the policy input
+    /// (no policy needs it, and it is large): the change report uses it.
+    #[serde(skip)]
     pub services: Vec<Service>,
     /// `ns/sa` → the identity it presents and the AuthorizationPolicies naming it.
     pub identities: BTreeMap<String, Identity>,
@@ -94,7 +96,9 @@ pub struct Workload {
     pub autoscaler: Option<Autoscaler>,
     /// What one of its proxies requests (annotations, else the configured defaults).
     pub proxy_requests: ProxyRequests,
-    /// Kubernetes Services its containers name in env values, args or command.
+    /// Kubernetes Services its containers name in env values, args or command (for
+    /// the change report; not in the policy input).
+    #[serde(skip)]
     pub calls: Vec<CallRef>,
 }
 
