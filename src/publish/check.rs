@@ -128,10 +128,8 @@ fn level(s: Severity) -> &'static str {
 }
 
 fn annotation(f: &Finding) -> Annotation {
-    let message = match &f.resource {
-        Some(r) => format!("{}: {}", r.id(), f.message),
-        None => f.message.clone(),
-    };
+    // Messages name their resource already: the annotation is the message.
+    let message = &f.message;
     Annotation {
         path: f.file.clone(),
         start_line: f.line,

@@ -315,7 +315,13 @@ impl Target<'_> {
         let (repo_id, pr, job) = (self.job.repo_id, self.pr_number, self.job.id);
         let head = self.job.head_sha.as_str();
         let mut replacing = false;
-        if let Some(id) = self.store.pr_comment(repo_id, pr).await? {
+        let recorded = self.store.pr_comment(repo_id, pr).await?;
+        if recorded.is_none() && plan.conclusion == Conclusion::Neutral {
+            // A change with nothing to check gets no comment to read (one written by
+            // an earlier push is kept up to date, though).
+            return Ok(());
+        }
+        if let Some(id) = recorded {
             match self.edit_comment(id, &plan.comment).await {
                 Ok(()) => {
                     self.store
