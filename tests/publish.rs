@@ -354,6 +354,42 @@ async fn server_errors_and_rate_limits_are_retried_and_posted_once(store: Store)
     }
 }
 
+/// A secondary rate limit longer than the client waits: the job is tried again, not
+/// before the time GitHub asked for (and the stored run is published then).
+async fn a_long_rate_limit_retries_the_job_when_github_says(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    fake.inject(Fault {
+        path_contains: "/issues/7/comments".into(),
+        method: Some("POST".into()),
+        status: 403,
+        retry_after: Some(600),
+        message: "You have exceeded a secondary rate limit.".into(),
+        times: 1,
+        ..Fault::default()
+    });
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, _) = app_worker(&fake, &store, &clock);
+    let id = store
+        .enqueue(&check_job(PR, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let (_, processed) = run_one(&w).await;
+    assert!(
+        matches!(processed, Processed::Retrying { .. }),
+        "{processed:?}"
+    );
+    let job = store.job(id).await.unwrap().unwrap();
+    assert_eq!(job.run_after_ms, clock.now_ms() + 600_000);
+    clock.advance(Duration::from_secs(599));
+    assert!(w.run_until_idle().await.unwrap().is_empty());
+    clock.advance(Duration::from_secs(1));
+    succeeded(&run_one(&w).await.1);
+    assert_eq!(fake.repo(REPO).issue_comments.len(), 1);
+}
+
 /// 403 on a repository (a permission missing): the job fails at once with the
 /// reason recorded, and nothing more is asked of GitHub.
 async fn a_refusal_fails_the_job_with_the_reason_and_no_further_calls(store: Store) {
@@ -761,6 +797,7 @@ contract!(
     a_report_over_the_limits_is_cut_with_a_note,
     server_errors_and_rate_limits_are_retried_and_posted_once,
     a_refusal_fails_the_job_with_the_reason_and_no_further_calls,
+    a_long_rate_limit_retries_the_job_when_github_says,
     a_failed_publish_keeps_the_run_and_is_retried,
     reruns_after_a_restart_post_nothing_twice,
     with_a_token_the_check_is_a_commit_status,

@@ -80,8 +80,9 @@ pub struct GitHubError {
     pub method: Method,
     pub path: String,
     pub message: String,
-    /// A rate limit whose wait was longer than the client waits: try again later.
-    pub rate_limited: bool,
+    /// A rate limit whose wait was longer than the client waits: how long GitHub
+    /// asked to wait (the job's retry waits at least this long).
+    pub retry_after: Option<Duration>,
 }
 
 impl GitHubError {
@@ -89,11 +90,18 @@ impl GitHubError {
     /// (403), the repository or object is gone (404), or the request is invalid
     /// (422). Trying again cannot help, so the job fails at once.
     pub fn is_refusal(&self) -> bool {
-        !self.rate_limited
+        self.retry_after.is_none()
             && matches!(
                 self.status,
                 StatusCode::FORBIDDEN | StatusCode::NOT_FOUND | StatusCode::UNPROCESSABLE_ENTITY
             )
+    }
+
+    /// The wait a rate limit in an error's chain asks for, if any.
+    pub fn retry_after_in(e: &anyhow::Error) -> Option<Duration> {
+        e.chain()
+            .filter_map(|c| c.downcast_ref::<GitHubError>())
+            .find_map(|g| g.retry_after)
     }
 
     /// The refusal found in an error's chain, if any.
@@ -367,7 +375,7 @@ impl GitHub {
                 method,
                 path: path.to_string(),
                 message,
-                rate_limited: limit_wait.is_some(),
+                retry_after: limit_wait,
             }
             .into());
         }
@@ -566,7 +574,7 @@ mod tests {
             method: Method::POST,
             path: "/x".into(),
             message: String::new(),
-            rate_limited,
+            retry_after: rate_limited.then(|| Duration::from_secs(61)),
         };
         assert!(e(StatusCode::FORBIDDEN, false).is_refusal());
         assert!(e(StatusCode::NOT_FOUND, false).is_refusal());

@@ -36,7 +36,7 @@ struct Checked {
     publish: PublishConfig,
 }
 
-fn client_of<'a>(worker: &'a Worker) -> Result<&'a crate::github::GitHub> {
+fn client_of(worker: &Worker) -> Result<&crate::github::GitHub> {
     worker
         .github
         .as_ref()

@@ -268,7 +268,12 @@ impl Worker {
                 let refused = refusal.is_some();
                 let error = refusal.unwrap_or_else(|| format!("{e:#}"));
                 let permanent = refused || e.downcast_ref::<execute::Permanent>().is_some();
-                let retry_at = now + self.config.backoff(job.attempts).as_millis() as i64;
+                // A rate limit's own wait wins over a shorter backoff.
+                let wait = self
+                    .config
+                    .backoff(job.attempts)
+                    .max(crate::github::GitHubError::retry_after_in(&e).unwrap_or_default());
+                let retry_at = now + wait.as_millis() as i64;
                 let run = NewRun {
                     kind: job.kind,
                     repo_id: job.repo_id,

@@ -115,7 +115,7 @@ fn annotated(report: &Report) -> Vec<&Finding> {
         .filter(|f| !f.file.is_empty() && !f.file.starts_with('(') && f.line >= 1)
         .collect();
     // Stable: report order (file, line) within a severity.
-    list.sort_by(|a, b| b.severity.cmp(&a.severity));
+    list.sort_by_key(|f| std::cmp::Reverse(f.severity));
     list
 }
 
@@ -203,7 +203,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statuses_never_say_neutral_and_descriptions_fit() {
+    fn statuses_have_no_neutral_state() {
         assert_eq!(Conclusion::Neutral.status_state(), "success");
         assert_eq!(Conclusion::Failure.status_state(), "failure");
     }
