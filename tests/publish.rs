@@ -729,6 +729,48 @@ async fn inline_comments_can_be_switched_off(store: Store) {
     assert!(fake.calls_to("/files").is_empty());
 }
 
+/// A job that cannot check (an invalid `.meshward.yaml` in base) ends its check run
+/// with the reason instead of leaving it in progress.
+async fn a_job_that_cannot_check_ends_its_check_run_with_the_reason(store: Store) {
+    let fake = FakeGitHub::start().await;
+    fake.add_repo(REPO, REPO_ID, INSTALLATION);
+    let config = "fail_on: error\nnot_a_key: 1\n";
+    let base = fake.commit(REPO, None, &[(".meshward.yaml", config)]);
+    let head = fake.commit(
+        REPO,
+        Some(&base),
+        &[(".meshward.yaml", config), (PAYMENTS, BAD_SERVICE_ENTRY)],
+    );
+    fake.open_pull(REPO, PR, &base, &head);
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, _) = app_worker(&fake, &store, &clock);
+    store
+        .enqueue(&check_job(PR, &base, &head), 3, 0)
+        .await
+        .unwrap();
+    let (_, processed) = run_one(&w).await;
+    assert!(
+        matches!(processed, Processed::Failed { .. }),
+        "{processed:?}"
+    );
+    let repo = fake.repo(REPO);
+    let check = repo.check_runs.values().next().unwrap();
+    assert_eq!(
+        (check.status.as_str(), check.conclusion.as_deref()),
+        ("completed", Some("failure"))
+    );
+    assert_eq!(
+        check.title.as_deref(),
+        Some("meshward could not check this change")
+    );
+    let summary = check.summary.as_deref().unwrap();
+    assert!(
+        summary.contains(".meshward.yaml:2") && summary.contains("not_a_key"),
+        "{summary}"
+    );
+}
+
 /// A change to nothing meshward reads: `neutral`, and no comment to read.
 async fn a_change_with_nothing_to_check_is_neutral_and_quiet(store: Store) {
     let fake = FakeGitHub::start().await;
@@ -804,5 +846,6 @@ contract!(
     a_fork_is_checked_with_the_base_repository_installation_and_config,
     inline_comments_can_be_switched_off,
     a_change_with_nothing_to_check_is_neutral_and_quiet,
+    a_job_that_cannot_check_ends_its_check_run_with_the_reason,
     a_run_for_an_older_commit_leaves_the_summary_alone,
 );

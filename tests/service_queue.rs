@@ -219,6 +219,15 @@ async fn an_invalid_repo_config_fails_the_job_at_once(store: Store) {
         error.contains("config error") && error.contains("not_a_key"),
         "{error}"
     );
+    // The pull request is told why (token mode: a commit status).
+    let statuses = fake.repo(REPO).statuses;
+    let states: Vec<&str> = statuses.iter().map(|s| s.state.as_str()).collect();
+    assert_eq!(states, ["pending", "error"]);
+    let description = statuses[1].description.as_deref().unwrap_or_default();
+    assert!(
+        description.starts_with("meshward could not check this change: config error"),
+        "{description}"
+    );
 }
 
 async fn installation_tokens_are_reused_until_close_to_expiry(store: Store) {

@@ -164,7 +164,13 @@ pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, ref
         let Some(t) = target(worker, &client, job) else {
             return Ok(());
         };
-        if refused || worker.store.job_run(job.id).await?.is_some() {
+        // A run stored by the job (not the error run just recorded) stands.
+        let stored = worker
+            .store
+            .publication(job.id)
+            .await?
+            .is_some_and(|p| p.run_id.is_some());
+        if refused || stored {
             return worker
                 .store
                 .finish_publication(job.id, Some(reason), worker.clock.now_ms())
