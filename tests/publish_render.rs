@@ -150,13 +150,12 @@ fn nothing_to_check_is_neutral_but_never_when_findings_change() {
 #[test]
 fn inline_keys_ignore_lines_so_moved_findings_are_not_posted_again() {
     let report = example_report();
-    let changed = BTreeSet::new();
-    let cands = inline::candidates(&report, &ctx(&changed));
+    let cands = inline::candidates(&report);
     let mut moved = report.clone();
     for f in &mut moved.findings {
         f.line += 3;
     }
-    let again = inline::candidates(&moved, &ctx(&changed));
+    let again = inline::candidates(&moved);
     let keys = |c: &[inline::Candidate]| c.iter().map(|c| c.key.clone()).collect::<Vec<_>>();
     assert_eq!(keys(&cands), keys(&again));
     for c in &cands {

@@ -3,7 +3,6 @@
 //! its path, rule and resource are (not its line, which moves): such a finding is
 //! commented once, and its comment is answered when it goes away.
 
-use super::Context;
 use crate::finding::{Finding, Severity, Status};
 use crate::report::Report;
 use serde::{Deserialize, Serialize};
@@ -93,7 +92,7 @@ pub fn resolved_body(rule: &str, subject: &str, head_sha: &str) -> String {
 }
 
 /// Introduced findings at a file and line, one per key (the first by line).
-pub fn candidates(report: &Report, _ctx: &Context) -> Vec<Candidate> {
+pub fn candidates(report: &Report) -> Vec<Candidate> {
     let mut seen = BTreeSet::new();
     report
         .findings

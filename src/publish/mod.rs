@@ -103,7 +103,7 @@ pub fn plan(report: &Report, ctx: &Context) -> Plan {
         check: check::output(report, ctx, conclusion),
         status_description: check::status_description(report, conclusion),
         comment: summary::comment(report, ctx),
-        inline: inline::candidates(report, ctx),
+        inline: inline::candidates(report),
         live: inline::live_keys(report),
         inline_comments: ctx.inline_comments,
     }
