@@ -27,6 +27,9 @@ pub struct RepoConfig {
     /// Render roots to add, override or exclude, and render limits.
     #[serde(default)]
     pub render: crate::render::RenderConfig,
+    /// What the service posts on pull requests.
+    #[serde(default)]
+    pub publish: PublishConfig,
     /// Line of each exception in the file, for findings about them.
     #[serde(skip)]
     pub exception_lines: Vec<u32>,
@@ -43,6 +46,28 @@ pub struct PathsConfig {
     pub include: Vec<String>,
     #[serde(default)]
     pub exclude: Vec<String>,
+}
+
+/// `publish:` in `.meshward.yaml`: how `meshward serve` reports on a pull request.
+/// The check run (or commit status) and the summary comment are always posted.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PublishConfig {
+    /// Inline review comments on the changed lines that introduce a finding.
+    #[serde(default = "yes")]
+    pub inline_comments: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for PublishConfig {
+    fn default() -> Self {
+        PublishConfig {
+            inline_comments: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
@@ -261,6 +286,16 @@ mod tests {
         let e = RepoConfig::parse("mesh:\n  trust_domain: x\n  proxy_memory: 128MB\n").unwrap_err();
         assert_eq!(e.line, 3, "{e}");
         assert!(e.message.contains("mesh.proxy_memory"), "{e}");
+    }
+
+    #[test]
+    fn publish_switch_defaults_on_and_rejects_unknown_keys() {
+        assert!(RepoConfig::default().publish.inline_comments);
+        let c = RepoConfig::parse("publish: { inline_comments: false }\n").unwrap();
+        assert!(!c.publish.inline_comments);
+        let e = RepoConfig::parse("publish:\n  inline_comment: false\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("inline_comment"), "{e}");
     }
 
     #[test]
