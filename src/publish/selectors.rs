@@ -99,11 +99,26 @@ fn cell(s: &str) -> String {
 
 /// The section of the summary; empty when the change touches no selector.
 pub fn section(report: &Report) -> String {
-    let rows = touched(report);
+    // Selectors the report's "what this change does" section already lists (their
+    // selection moved) are not repeated: this table adds the touched ones it leaves out.
+    let listed: Vec<&str> = report
+        .changes
+        .as_ref()
+        .map(|c| c.selectors.iter().map(|s| s.resource.as_str()).collect())
+        .unwrap_or_default();
+    let rows: Vec<_> = touched(report)
+        .into_iter()
+        .filter(|t| !listed.contains(&t.resource.as_str()))
+        .collect();
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = format!("### Selectors this change touches ({})\n\n", rows.len());
+    let title = if listed.is_empty() {
+        "Selectors this change touches"
+    } else {
+        "Other selectors this change touches"
+    };
+    let mut out = format!("### {title} ({})\n\n", rows.len());
     out.push_str("| Selector | Selects by | Now selects | Before |\n|---|---|---|---|\n");
     for t in rows.iter().take(MAX_ROWS) {
         let now = describe(t.head, t.proxied_only);
