@@ -59,6 +59,8 @@ pub(super) async fn execute(worker: &Worker, job: &Job) -> Result<Done> {
     let repo_urls = vec![format!("https://github.com/{}", job.repo)];
     let head_label = short(&job.head_sha);
     let base_label = base_sha.as_deref().map(short);
+    // Evidence for the STRICT scopes a PR introduces (baselines judge no change).
+    let prometheus = worker.evidence.clone().filter(|_| job.kind == JobKind::Check);
     // The pipeline is CPU-bound and synchronous: off the async threads. The temp dirs
     // live until it is done (rendering reads files from them).
     let report = tokio::task::spawn_blocking(move || -> Result<Report> {
@@ -75,6 +77,7 @@ pub(super) async fn execute(worker: &Worker, job: &Job) -> Result<Done> {
         let opts = Options {
             repo_urls,
             changed_paths,
+            prometheus,
             ..Options::new(chrono::Local::now().date_naive())
         };
         let report = analysis::analyze(

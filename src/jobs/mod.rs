@@ -127,6 +127,8 @@ pub struct Worker {
     pub clock: Clock,
     /// Unique among all workers on the database: it is the lease holder's name.
     pub name: String,
+    /// Where check jobs gather zero-plaintext evidence (None: they get none).
+    pub evidence: Option<Arc<crate::evidence::PrometheusSource>>,
 }
 
 static WORKER_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -159,6 +161,15 @@ impl Worker {
             config: Arc::new(config),
             clock,
             name: worker_name(),
+            evidence: None,
+        }
+    }
+
+    /// The same worker, gathering evidence for check jobs from `source`.
+    pub fn with_evidence(self, source: Arc<crate::evidence::PrometheusSource>) -> Worker {
+        Worker {
+            evidence: Some(source),
+            ..self
         }
     }
 
