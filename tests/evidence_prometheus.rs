@@ -302,3 +302,45 @@ fn the_same_query_within_minutes_is_answered_from_the_cache() {
     check_with(&change, &uncached);
     assert_eq!(prom.query_requests(), asked + 4);
 }
+
+/// `meshward check --prometheus URL --evidence-window W`: the real binary.
+#[test]
+fn the_cli_asks_prometheus_and_shows_the_numbers() {
+    let prom = Prometheus::start(&mtls_only(), "30d");
+    let (repo, base, head) = strict_change(None);
+    let out = assert_cmd::Command::cargo_bin("meshward")
+        .expect("binary")
+        .arg("check")
+        .arg(repo.path())
+        .args(["--base", &base, "--head", &head])
+        .args(["--prometheus", &prom.url, "--evidence-window", "2h"])
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("evidence: prometheus {}", prom.url)), "{stdout}");
+    assert!(stdout.contains("over 2h"), "{stdout}");
+    assert!(
+        stdout.contains("namespace:shop: 0 of ") && stdout.contains("requests and 0 of "),
+        "{stdout}"
+    );
+
+    // Bad flags: exit 2 with the reason, before anything is checked.
+    for (args, needle) in [
+        (vec!["--prometheus", "ftp://x"], "http"),
+        (vec!["--prometheus", "http://u:p@x"], "credentials"),
+        (vec!["--prometheus", &prom.url, "--evidence-window", "a week"], "--evidence-window"),
+    ] {
+        let out = assert_cmd::Command::cargo_bin("meshward")
+            .expect("binary")
+            .arg("check")
+            .arg(repo.path())
+            .args(&args)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
