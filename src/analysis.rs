@@ -155,7 +155,14 @@ pub fn analyze(
     );
 
     let evaluate = |loaded: (manifest::Loaded, Model), base_model: Option<&Model>, label: &str| {
-        evaluate_revision(loaded, base_model, label, &policies, &config, evidence.as_ref())
+        evaluate_revision(
+            loaded,
+            base_model,
+            label,
+            &policies,
+            &config,
+            evidence.as_ref(),
+        )
     };
     let (head_eval, base_eval) = rayon::join(
         || evaluate(head_loaded, base_model.as_ref(), &head.label),

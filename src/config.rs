@@ -165,41 +165,56 @@ pub const MAX_WINDOW: std::time::Duration = std::time::Duration::from_secs(400 *
 
 impl PrometheusConfig {
     /// Checks the values; the error names the offending key.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), (Vec<String>, String)> {
+        self.check().map_err(|(key, sub, m)| {
+            let mut path = vec![key.to_string()];
+            path.extend(sub);
+            (path, m)
+        })
+    }
+
+    fn check(&self) -> Result<(), (&'static str, Option<String>, String)> {
         use crate::evidence::{duration, promql};
         if let Some(url) = &self.url {
-            crate::evidence::prometheus::check_url(url).map_err(|e| ("url", e))?;
+            crate::evidence::prometheus::check_url(url).map_err(|e| ("url", None, e))?;
         }
         if let Some(w) = &self.window {
-            let d = duration::parse(w).map_err(|e| ("window", format!("`window`: {e}")))?;
+            let d = duration::parse(w).map_err(|e| ("window", None, format!("`window`: {e}")))?;
             if d < MIN_WINDOW || d > MAX_WINDOW {
-                return Err((
-                    "window",
-                    format!("`window` {w} is outside 1m..400d"),
-                ));
+                return Err(("window", None, format!("`window` {w} is outside 1m..400d")));
             }
         }
         if let Some(r) = &self.retention {
-            duration::parse(r).map_err(|e| ("retention", format!("`retention`: {e}")))?;
+            duration::parse(r).map_err(|e| ("retention", None, format!("`retention`: {e}")))?;
         }
         if self.matchers.len() > 20 {
-            return Err(("matchers", "`matchers` has more than 20 entries".into()));
+            return Err((
+                "matchers",
+                None,
+                "`matchers` has more than 20 entries".into(),
+            ));
         }
         for (k, v) in &self.matchers {
             if !promql::valid_label_name(k) {
                 return Err((
                     "matchers",
+                    Some(k.clone()),
                     format!("`matchers` key {k:?} is not a Prometheus label name"),
                 ));
             }
             if promql::RESERVED_LABELS.contains(&k.as_str()) {
                 return Err((
                     "matchers",
+                    Some(k.clone()),
                     format!("`matchers` may not set {k}: meshward sets it itself"),
                 ));
             }
             if v.len() > 256 {
-                return Err(("matchers", format!("`matchers` value of {k} is over 256 bytes")));
+                return Err((
+                    "matchers",
+                    Some(k.clone()),
+                    format!("`matchers` value of {k} is over 256 bytes"),
+                ));
             }
         }
         Ok(())
@@ -301,10 +316,9 @@ impl RepoConfig {
         }
         if let Some(p) = &config.evidence.prometheus {
             p.validate().map_err(|(key, message)| {
-                err(
-                    line_of(serde_json::json!(["evidence", "prometheus", key])),
-                    message,
-                )
+                let mut path = vec!["evidence".to_string(), "prometheus".to_string()];
+                path.extend(key);
+                err(line_of(serde_json::json!(path)), message)
             })?;
         }
         for rule in config.rules.keys() {
@@ -371,11 +385,23 @@ mod tests {
         assert_eq!(p.window.as_deref(), Some("14d"));
         assert_eq!(p.matchers["cluster"], "prod-eu1");
         for (text, line, needle) in [
-            ("evidence:\n  prometheus:\n    window: 7 days\n", 3, "window"),
+            (
+                "evidence:\n  prometheus:\n    window: 7 days\n",
+                3,
+                "window",
+            ),
             ("evidence:\n  prometheus:\n    window: 2y\n", 3, "outside"),
             ("evidence:\n  prometheus:\n    url: ftp://x\n", 3, "http"),
-            ("evidence:\n  prometheus:\n    matchers:\n      reporter: source\n", 4, "reporter"),
-            ("evidence:\n  prometheus:\n    matchers: {\"a-b\": x}\n", 3, "label name"),
+            (
+                "evidence:\n  prometheus:\n    matchers:\n      reporter: source\n",
+                4,
+                "reporter",
+            ),
+            (
+                "evidence:\n  prometheus:\n    matchers: {\"a-b\": x}\n",
+                3,
+                "label name",
+            ),
             ("evidence:\n  prometheus:\n    token: secret\n", 3, "token"),
         ] {
             let e = RepoConfig::parse(text).unwrap_err();

@@ -1,11 +1,11 @@
 //! `meshward serve` and `meshward migrate`: configuration from flags and environment,
 //! and wiring the store, GitHub client, workers and HTTP server together.
 
+use crate::evidence::prometheus::{check_url, SourceSettings};
+use crate::evidence::PrometheusSource;
 use crate::github::{AppIdentity, GitHub, GitHubAuth, GitHubConfig, WebhookSecrets};
 use crate::jobs::{self, Clock, QueueConfig, Worker};
 use crate::server::{self, metrics::Metrics, AppState};
-use crate::evidence::prometheus::{check_url, SourceSettings};
-use crate::evidence::PrometheusSource;
 use crate::store::Store;
 use anyhow::{bail, Context, Result};
 use secrecy::SecretString;

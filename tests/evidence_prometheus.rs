@@ -150,8 +150,16 @@ fn mtls_only() -> Vec<Series> {
 #[test]
 fn zero_plaintext_with_traffic_lets_strict_pass() {
     let prom = Prometheus::start(&mtls_only(), "30d");
-    let report = check_with(&strict_change(None), &source(&prom.url, Duration::from_secs(10)));
-    assert_eq!(rules(&report), Vec::<String>::new(), "{:#?}", report.findings);
+    let report = check_with(
+        &strict_change(None),
+        &source(&prom.url, Duration::from_secs(10)),
+    );
+    assert_eq!(
+        rules(&report),
+        Vec::<String>::new(),
+        "{:#?}",
+        report.findings
+    );
     assert_eq!(report.summary.verdict, Verdict::Pass);
     let evidence = report.evidence.as_ref().expect("evidence gathered");
     assert_eq!(evidence.window.as_deref(), Some("1h"));
@@ -163,7 +171,11 @@ fn zero_plaintext_with_traffic_lets_strict_pass() {
     assert!((550..=650).contains(&shop.requests_total), "{shop:?}");
     assert!((55..=65).contains(&shop.tcp_connections_total), "{shop:?}");
     assert!(shop.queries["requests_plaintext"].contains(r#"cluster="prod-eu1""#));
-    assert!(evidence.source.as_deref().unwrap_or("").contains("retention 30d"));
+    assert!(evidence
+        .source
+        .as_deref()
+        .unwrap_or("")
+        .contains("retention 30d"));
 }
 
 #[test]
@@ -171,7 +183,10 @@ fn plaintext_present_blocks_strict_with_the_count() {
     let mut series = mtls_only();
     series.push(inbound(HTTP, "shop", "legacy", "none", "prod-eu1", 12));
     let prom = Prometheus::start(&series, "30d");
-    let report = check_with(&strict_change(None), &source(&prom.url, Duration::from_secs(10)));
+    let report = check_with(
+        &strict_change(None),
+        &source(&prom.url, Duration::from_secs(10)),
+    );
     assert_eq!(rules(&report), vec!["mtls/plaintext-traffic-present"]);
     assert_eq!(report.summary.verdict, Verdict::Fail);
     let shop = &report.evidence.as_ref().expect("evidence").namespaces["shop"];
@@ -194,14 +209,25 @@ fn plaintext_present_blocks_strict_with_the_count() {
 #[test]
 fn no_series_is_no_evidence() {
     let prom = Prometheus::start(
-        &[inbound(HTTP, "elsewhere", "api", "mutual_tls", "prod-eu1", 10)],
+        &[inbound(
+            HTTP,
+            "elsewhere",
+            "api",
+            "mutual_tls",
+            "prod-eu1",
+            10,
+        )],
         "30d",
     );
-    let report = check_with(&strict_change(None), &source(&prom.url, Duration::from_secs(10)));
+    let report = check_with(
+        &strict_change(None),
+        &source(&prom.url, Duration::from_secs(10)),
+    );
     assert_eq!(rules(&report), vec!["mtls/strict-without-evidence"]);
     let f = &report.findings[0];
     assert!(
-        f.message.contains("no traffic at all in 1h, and no data is not evidence"),
+        f.message
+            .contains("no traffic at all in 1h, and no data is not evidence"),
         "{}",
         f.message
     );
@@ -212,7 +238,10 @@ fn no_series_is_no_evidence() {
 fn prometheus_down_is_no_evidence_within_the_timeout() {
     // Nothing listens.
     let closed = format!("http://127.0.0.1:{}", free_port());
-    let report = check_with(&strict_change(None), &source(&closed, Duration::from_secs(2)));
+    let report = check_with(
+        &strict_change(None),
+        &source(&closed, Duration::from_secs(2)),
+    );
     assert_eq!(rules(&report), vec!["mtls/strict-without-evidence"]);
     assert!(
         report.findings[0].message.contains("could not be reached"),
@@ -223,11 +252,16 @@ fn prometheus_down_is_no_evidence_within_the_timeout() {
     // Takes the connection, never answers.
     let hung = silent_server();
     let started = Instant::now();
-    let report = check_with(&strict_change(None), &source(&hung.url, Duration::from_secs(1)));
+    let report = check_with(
+        &strict_change(None),
+        &source(&hung.url, Duration::from_secs(1)),
+    );
     let elapsed = started.elapsed();
     assert_eq!(rules(&report), vec!["mtls/strict-without-evidence"]);
     assert!(
-        report.findings[0].message.contains("did not answer within 1s"),
+        report.findings[0]
+            .message
+            .contains("did not answer within 1s"),
         "{}",
         report.findings[0].message
     );
@@ -239,7 +273,10 @@ fn prometheus_down_is_no_evidence_within_the_timeout() {
 #[test]
 fn a_window_longer_than_retention_is_no_evidence() {
     let prom = Prometheus::start(&mtls_only(), "30m");
-    let report = check_with(&strict_change(None), &source(&prom.url, Duration::from_secs(10)));
+    let report = check_with(
+        &strict_change(None),
+        &source(&prom.url, Duration::from_secs(10)),
+    );
     assert_eq!(rules(&report), vec!["mtls/strict-without-evidence"]);
     let m = &report.findings[0].message;
     assert!(
@@ -256,7 +293,12 @@ fn a_workload_scope_is_judged_on_its_own_workloads() {
     let prom = Prometheus::start(&series, "30d");
     let src = source(&prom.url, Duration::from_secs(10));
     let report = check_with(&strict_change(Some("cart")), &src);
-    assert_eq!(rules(&report), Vec::<String>::new(), "{:#?}", report.findings);
+    assert_eq!(
+        rules(&report),
+        Vec::<String>::new(),
+        "{:#?}",
+        report.findings
+    );
     let evidence = report.evidence.as_ref().expect("evidence");
     let cart = &evidence.scopes["workload:shop:app=cart"];
     assert_eq!(cart.workloads, vec!["cart"]);
@@ -284,13 +326,26 @@ fn the_same_query_within_minutes_is_answered_from_the_cache() {
     let first = check_with(&change, &cached);
     assert_eq!(rules(&first), Vec::<String>::new());
     let asked = prom.query_requests();
-    assert!(asked >= 4, "four queries for one namespace, Prometheus counted {asked}");
+    assert!(
+        asked >= 4,
+        "four queries for one namespace, Prometheus counted {asked}"
+    );
     let second = check_with(&change, &cached);
     assert_eq!(rules(&second), Vec::<String>::new());
-    assert_eq!(prom.query_requests(), asked, "the same queries were asked again");
     assert_eq!(
-        first.evidence.as_ref().map(|e| &e.namespaces["shop"].requests_total),
-        second.evidence.as_ref().map(|e| &e.namespaces["shop"].requests_total)
+        prom.query_requests(),
+        asked,
+        "the same queries were asked again"
+    );
+    assert_eq!(
+        first
+            .evidence
+            .as_ref()
+            .map(|e| &e.namespaces["shop"].requests_total),
+        second
+            .evidence
+            .as_ref()
+            .map(|e| &e.namespaces["shop"].requests_total)
     );
     // Without a cache every check asks again.
     let uncached = Arc::new(PrometheusSource::new(SourceSettings {
@@ -318,8 +373,16 @@ fn the_cli_asks_prometheus_and_shows_the_numbers() {
         .output()
         .expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains(&format!("evidence: prometheus {}", prom.url)), "{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("evidence: prometheus {}", prom.url)),
+        "{stdout}"
+    );
     assert!(stdout.contains("over 2h"), "{stdout}");
     assert!(
         stdout.contains("namespace:shop: 0 of ") && stdout.contains("requests and 0 of "),
@@ -330,7 +393,10 @@ fn the_cli_asks_prometheus_and_shows_the_numbers() {
     for (args, needle) in [
         (vec!["--prometheus", "ftp://x"], "http"),
         (vec!["--prometheus", "http://u:p@x"], "credentials"),
-        (vec!["--prometheus", &prom.url, "--evidence-window", "a week"], "--evidence-window"),
+        (
+            vec!["--prometheus", &prom.url, "--evidence-window", "a week"],
+            "--evidence-window",
+        ),
     ] {
         let out = assert_cmd::Command::cargo_bin("meshward")
             .expect("binary")

@@ -95,7 +95,10 @@ fn markdown_shows_numbers_and_queries() {
     req.evidence = Some(evidence);
     let r = check(&req);
     let md = report::render(&r, Format::Markdown, false);
-    assert!(md.contains("workloads legacy in namespace shop: 12 of 40 requests"), "{md}");
+    assert!(
+        md.contains("workloads legacy in namespace shop: 12 of 40 requests"),
+        "{md}"
+    );
     let mut s = insta::Settings::clone_current();
     s.add_filter(r"\b[0-9a-f]{12}\b", "[sha]");
     s.set_prepend_module_to_snapshot(false);
@@ -107,5 +110,8 @@ fn section_rows_name_subjects_and_results() {
     let e: meshward::evidence::Evidence = serde_json::from_str(EVIDENCE).expect("evidence");
     let section = meshward::report::markdown::evidence_section(&e);
     assert!(section.contains("| workloads `legacy` in `shop` (selector `app=legacy`) | 12 / 40 | 0 / 0 | ❌ plaintext present (answer from 2026-11-30T11:58:00Z) |"), "{section}");
-    assert!(section.contains("⚠️ no evidence: PeerAuthentication/shop/gone selects no workload"), "{section}");
+    assert!(
+        section.contains("⚠️ no evidence: PeerAuthentication/shop/gone selects no workload"),
+        "{section}"
+    );
 }

@@ -124,9 +124,23 @@ async fn a_check_job_gathers_and_stores_evidence(store: Store) {
     let store = migrated(store).await;
     let prom = Prometheus::start(
         &[
-            inbound("istio_requests_total", "shop", "cart", "mutual_tls", "prod-eu1", 50),
+            inbound(
+                "istio_requests_total",
+                "shop",
+                "cart",
+                "mutual_tls",
+                "prod-eu1",
+                50,
+            ),
             // Plaintext in another cluster: the repository's matcher leaves it out.
-            inbound("istio_requests_total", "shop", "cart", "none", "prod-us1", 5),
+            inbound(
+                "istio_requests_total",
+                "shop",
+                "cart",
+                "none",
+                "prod-us1",
+                5,
+            ),
         ],
         "30d",
     );
@@ -139,7 +153,12 @@ async fn a_check_job_gathers_and_stores_evidence(store: Store) {
     let run_id = run_one(&store, &fake, server_source(Some(&prom.url))).await;
 
     let run = &store.runs(&RunFilter::default()).await.unwrap()[0];
-    assert_eq!(run.outcome, RunOutcome::Pass, "{:?}", store.findings(run_id).await.unwrap());
+    assert_eq!(
+        run.outcome,
+        RunOutcome::Pass,
+        "{:?}",
+        store.findings(run_id).await.unwrap()
+    );
     let evidence = store.evidence(run_id).await.unwrap();
     assert_eq!(evidence.len(), 1);
     let shop = &evidence[0];
@@ -161,7 +180,14 @@ async fn a_check_job_gathers_and_stores_evidence(store: Store) {
 async fn a_repository_cannot_choose_an_unallowed_prometheus(store: Store) {
     let store = migrated(store).await;
     let prom = Prometheus::start(
-        &[inbound("istio_requests_total", "shop", "cart", "mutual_tls", "prod-eu1", 50)],
+        &[inbound(
+            "istio_requests_total",
+            "shop",
+            "cart",
+            "mutual_tls",
+            "prod-eu1",
+            50,
+        )],
         "30d",
     );
     let fake = FakeGitHub::start().await;
@@ -178,7 +204,8 @@ async fn a_repository_cannot_choose_an_unallowed_prometheus(store: Store) {
         .find(|f| f.rule == "mtls/strict-without-evidence")
         .expect("strict-without-evidence");
     assert!(
-        f.message.contains("which this meshward server does not allow"),
+        f.message
+            .contains("which this meshward server does not allow"),
         "{}",
         f.message
     );

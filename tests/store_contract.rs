@@ -420,14 +420,25 @@ async fn a_run_keeps_its_evidence(store: Store) {
     .unwrap();
     let mut report = report();
     report.evidence = Some(evidence.clone());
-    let id = store.enqueue(&job(9, &"e".repeat(40)), 3, 0).await.unwrap().id();
+    let id = store
+        .enqueue(&job(9, &"e".repeat(40)), 3, 0)
+        .await
+        .unwrap()
+        .id();
     let j = store.job(id).await.unwrap().unwrap();
-    let run_id = store.insert_run(&run(&j, Some(&report), None)).await.unwrap();
+    let run_id = store
+        .insert_run(&run(&j, Some(&report), None))
+        .await
+        .unwrap();
     let rows = store.evidence(run_id).await.unwrap();
     let subjects: Vec<&str> = rows.iter().map(|r| r.subject.as_str()).collect();
     assert_eq!(
         subjects,
-        ["namespace:shop", "namespace:web", "workload:shop:app=legacy"]
+        [
+            "namespace:shop",
+            "namespace:web",
+            "workload:shop:app=legacy"
+        ]
     );
     let shop = &rows[0];
     assert_eq!((shop.requests_total, shop.tcp_connections_total), (612, 61));

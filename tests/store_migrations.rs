@@ -109,8 +109,12 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     let evidence = store.evidence(runs[0].id).await.unwrap();
     assert_eq!(evidence.len(), 1);
     assert_eq!(evidence[0].subject, "namespace:egress");
-    assert_eq!((evidence[0].requests_total, evidence[0].requests_plaintext), (600, 0));
-    assert!(evidence[0].queries["requests_plaintext"].contains("destination_workload_namespace=\"egress\""));
+    assert_eq!(
+        (evidence[0].requests_total, evidence[0].requests_plaintext),
+        (600, 0)
+    );
+    assert!(evidence[0].queries["requests_plaintext"]
+        .contains("destination_workload_namespace=\"egress\""));
 
     // ... and the store keeps working on it: the seeded job is claimable, the seeded
     // delivery is still a duplicate, new rows get fresh ids.

@@ -21,9 +21,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         return Ok(Duration::ZERO);
     }
     if t.is_empty() || t.len() > 32 {
-        return Err(format!(
-            "{text:?} is not a duration like 7d, 12h or 1h30m"
-        ));
+        return Err(format!("{text:?} is not a duration like 7d, 12h or 1h30m"));
     }
     let bad = || format!("{text:?} is not a duration like 7d, 12h or 1h30m");
     let mut rest = t;
@@ -101,7 +99,17 @@ mod tests {
         assert_eq!(parse("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse("90s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse("1m500ms").unwrap(), Duration::from_millis(60_500));
-        for bad in ["", "7", "d", "7 days", "30m1h", "1h1h", "-1d", "1.5h", "99999999999999999y"] {
+        for bad in [
+            "",
+            "7",
+            "d",
+            "7 days",
+            "30m1h",
+            "1h1h",
+            "-1d",
+            "1.5h",
+            "99999999999999999y",
+        ] {
             assert!(parse(bad).is_err(), "{bad} should not parse");
         }
     }
@@ -116,7 +124,10 @@ mod tests {
     #[test]
     fn retention_reports() {
         assert_eq!(retention_time("15d"), Some(Duration::from_secs(15 * 86400)));
-        assert_eq!(retention_time("2w or 10GiB"), Some(Duration::from_secs(14 * 86400)));
+        assert_eq!(
+            retention_time("2w or 10GiB"),
+            Some(Duration::from_secs(14 * 86400))
+        );
         assert_eq!(retention_time("10GiB"), None);
         assert_eq!(retention_time(""), None);
     }

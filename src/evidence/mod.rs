@@ -93,6 +93,7 @@ impl TrafficEvidence {
             .saturating_add(self.tcp_connections_plaintext)
     }
     pub fn total(&self) -> u64 {
-        self.requests_total.saturating_add(self.tcp_connections_total)
+        self.requests_total
+            .saturating_add(self.tcp_connections_total)
     }
 }

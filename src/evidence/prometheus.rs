@@ -101,8 +101,8 @@ pub struct Target {
 
 /// Checks a Prometheus URL: http(s), a host, no credentials in it.
 pub fn check_url(url: &str) -> Result<reqwest::Url, String> {
-    let parsed = reqwest::Url::parse(url.trim())
-        .map_err(|e| format!("`url` {url:?} is not a URL: {e}"))?;
+    let parsed =
+        reqwest::Url::parse(url.trim()).map_err(|e| format!("`url` {url:?} is not a URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("`url` {url:?} must be http:// or https://"));
     }
@@ -185,7 +185,11 @@ impl PrometheusSource {
             .unwrap_or_else(|| s.window.clone());
         let window_len = match duration::parse(&window) {
             Ok(d) if d >= crate::config::MIN_WINDOW && d <= crate::config::MAX_WINDOW => d,
-            Ok(_) => return Some(Err(format!("the evidence window {window} is outside 1m..400d"))),
+            Ok(_) => {
+                return Some(Err(format!(
+                    "the evidence window {window} is outside 1m..400d"
+                )))
+            }
             Err(e) => return Some(Err(format!("the evidence window: {e}"))),
         };
         Some(Ok(Target {
@@ -200,7 +204,11 @@ impl PrometheusSource {
     /// Gathers evidence for `scopes` from `target`. Synchronous: it runs on a
     /// thread of its own with a small runtime, so it can be called from the
     /// pipeline wherever that runs (the CLI, or the service's blocking pool).
-    pub fn gather_blocking(&self, target: &Result<Target, String>, scopes: &[StrictScope]) -> Evidence {
+    pub fn gather_blocking(
+        &self,
+        target: &Result<Target, String>,
+        scopes: &[StrictScope],
+    ) -> Evidence {
         std::thread::scope(|s| {
             s.spawn(|| {
                 match tokio::runtime::Builder::new_current_thread()
@@ -208,7 +216,11 @@ impl PrometheusSource {
                     .build()
                 {
                     Ok(rt) => rt.block_on(self.gather(target, scopes)),
-                    Err(e) => failed(target, scopes, &format!("meshward could not start its HTTP client: {e}")),
+                    Err(e) => failed(
+                        target,
+                        scopes,
+                        &format!("meshward could not start its HTTP client: {e}"),
+                    ),
                 }
             })
             .join()
@@ -217,7 +229,11 @@ impl PrometheusSource {
     }
 
     /// Gathers evidence for `scopes` from `target` (see [`Self::gather_blocking`]).
-    pub async fn gather(&self, target: &Result<Target, String>, scopes: &[StrictScope]) -> Evidence {
+    pub async fn gather(
+        &self,
+        target: &Result<Target, String>,
+        scopes: &[StrictScope],
+    ) -> Evidence {
         let target = match target {
             Ok(t) => t,
             Err(e) => return failed(target, scopes, e),
@@ -294,11 +310,10 @@ impl PrometheusSource {
             Some(form) => client.post(url).form(form),
             None => client.get(url),
         };
-        let resp = self
-            .authorize(req)
-            .send()
-            .await
-            .map_err(|e| ApiError::Unreachable(describe(&e, &target.url, self.settings.timeout)))?;
+        let resp =
+            self.authorize(req).send().await.map_err(|e| {
+                ApiError::Unreachable(describe(&e, &target.url, self.settings.timeout))
+            })?;
         let status = resp.status();
         let body = read_limited(resp)
             .await
@@ -313,7 +328,10 @@ impl PrometheusSource {
         let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
         let api_error = json.as_ref().and_then(|j| {
             (j.get("status").and_then(|s| s.as_str()) == Some("error")).then(|| {
-                let kind = j.get("errorType").and_then(|s| s.as_str()).unwrap_or("error");
+                let kind = j
+                    .get("errorType")
+                    .and_then(|s| s.as_str())
+                    .unwrap_or("error");
                 let msg = j.get("error").and_then(|s| s.as_str()).unwrap_or("");
                 format!("{kind}: {}", clip(msg, 300))
             })
@@ -321,12 +339,15 @@ impl PrometheusSource {
         if !status.is_success() {
             let why = api_error.unwrap_or_else(|| clip(&String::from_utf8_lossy(&body), 200));
             return Err(ApiError::Status(format!(
-                    "Prometheus {} answered HTTP {status} for {path}: {why}",
+                "Prometheus {} answered HTTP {status} for {path}: {why}",
                 shown(&target.url)
             )));
         }
         if let Some(e) = api_error {
-            return Err(ApiError::Other(format!("Prometheus {} refused: {e}", shown(&target.url))));
+            return Err(ApiError::Other(format!(
+                "Prometheus {} refused: {e}",
+                shown(&target.url)
+            )));
         }
         json.and_then(|j| j.get("data").cloned()).ok_or_else(|| {
             ApiError::Other(format!(
@@ -355,7 +376,10 @@ impl PrometheusSource {
                 duration::parse(stated).ok(),
             )
         } else {
-            match self.api(client, target, "api/v1/status/runtimeinfo", None).await {
+            match self
+                .api(client, target, "api/v1/status/runtimeinfo", None)
+                .await
+            {
                 Ok(data) => {
                     let r = data
                         .get("storageRetention")
@@ -429,7 +453,12 @@ impl PrometheusSource {
             async move {
                 let _permit = gate.acquire_owned().await;
                 let r = self
-                    .api(client, target, "api/v1/query", Some(&[("query", q.as_str())]))
+                    .api(
+                        client,
+                        target,
+                        "api/v1/query",
+                        Some(&[("query", q.as_str())]),
+                    )
                     .await
                     .map_err(ApiError::into_message)
                     .and_then(|data| vector_sum(&data));
@@ -450,7 +479,11 @@ impl PrometheusSource {
                         value,
                     };
                     if cache.len() >= CACHE_ENTRIES {
-                        if let Some(oldest) = cache.iter().min_by_key(|(_, c)| c.at).map(|(k, _)| k.clone()) {
+                        if let Some(oldest) = cache
+                            .iter()
+                            .min_by_key(|(_, c)| c.at)
+                            .map(|(k, _)| k.clone())
+                        {
                             cache.remove(&oldest);
                         }
                     }
@@ -510,7 +543,10 @@ impl ApiError {
 fn describe(e: &reqwest::Error, base: &reqwest::Url, timeout: Duration) -> String {
     let url = shown(base);
     if e.is_timeout() {
-        return format!("Prometheus {url} did not answer within {}s", timeout.as_secs_f64());
+        return format!(
+            "Prometheus {url} did not answer within {}s",
+            timeout.as_secs_f64()
+        );
     }
     let mut cause = String::new();
     let mut source = std::error::Error::source(e);
@@ -553,7 +589,9 @@ async fn read_limited(mut resp: reqwest::Response) -> Result<Option<Vec<u8>>, re
 /// The sum of an instant vector's values (an empty vector, no series, is 0).
 fn vector_sum(data: &serde_json::Value) -> Result<f64, String> {
     if data.get("resultType").and_then(|t| t.as_str()) != Some("vector") {
-        return Err("Prometheus answered a query with something other than an instant vector".into());
+        return Err(
+            "Prometheus answered a query with something other than an instant vector".into(),
+        );
     }
     let mut sum = 0.0;
     for sample in data
@@ -590,7 +628,11 @@ fn now_rfc3339() -> String {
 fn source_text(target: &Target, retention: Option<&str>) -> String {
     let mut s = format!("prometheus {}", shown(&target.url));
     if !target.matchers.is_empty() {
-        let m: Vec<String> = target.matchers.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let m: Vec<String> = target
+            .matchers
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         s.push_str(&format!(" ({})", m.join(", ")));
     }
     if let Some(r) = retention {
@@ -609,18 +651,27 @@ struct SubjectQueries {
     empty: Option<String>,
 }
 
-fn subjects_for(scopes: &[StrictScope], matchers: &BTreeMap<String, String>, window: &str) -> Vec<SubjectQueries> {
+fn subjects_for(
+    scopes: &[StrictScope],
+    matchers: &BTreeMap<String, String>,
+    window: &str,
+) -> Vec<SubjectQueries> {
     let mut out: BTreeMap<String, SubjectQueries> = BTreeMap::new();
     for s in scopes {
         match &s.subject {
             Subject::Namespaces(nss) => {
                 for ns in nss {
-                    out.entry(format!("namespace:{ns}")).or_insert_with(|| SubjectQueries {
-                        key: format!("namespace:{ns}"),
-                        workloads: Vec::new(),
-                        queries: promql::queries(&Subject::Namespaces(vec![ns.clone()]), matchers, window),
-                        empty: None,
-                    });
+                    out.entry(format!("namespace:{ns}"))
+                        .or_insert_with(|| SubjectQueries {
+                            key: format!("namespace:{ns}"),
+                            workloads: Vec::new(),
+                            queries: promql::queries(
+                                &Subject::Namespaces(vec![ns.clone()]),
+                                matchers,
+                                window,
+                            ),
+                            empty: None,
+                        });
                 }
             }
             Subject::Workloads { names, .. } => {
@@ -676,7 +727,11 @@ fn failed(target: &Result<Target, String>, scopes: &[StrictScope], reason: &str)
     };
     for s in subjects_for(scopes, &matchers, &window) {
         let entry = TrafficEvidence {
-            queries: if t.is_some() { s.queries } else { BTreeMap::new() },
+            queries: if t.is_some() {
+                s.queries
+            } else {
+                BTreeMap::new()
+            },
             workloads: s.workloads,
             error: Some(s.empty.unwrap_or_else(|| reason.to_string())),
             ..TrafficEvidence::default()
@@ -717,7 +772,11 @@ fn fill(
             // increase() extrapolates: a single plaintext request may come back as
             // 0.4. Any plaintext at all must show, so plaintext rounds up.
             let n = if name.ends_with("plaintext") {
-                if c.value > 0.0 { c.value.ceil() as u64 } else { 0 }
+                if c.value > 0.0 {
+                    c.value.ceil() as u64
+                } else {
+                    0
+                }
             } else {
                 c.value.round() as u64
             };
@@ -732,5 +791,130 @@ fn fill(
         entry.taken_at = oldest.map(str::to_string);
         entry.queries = s.queries.clone();
         put(evidence, &s.key, entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(url: Option<&str>, allowed: &[&str], from_repo: bool) -> PrometheusSource {
+        PrometheusSource::new(SourceSettings {
+            url: url.map(str::to_string),
+            allowed_urls: allowed.iter().map(|s| s.to_string()).collect(),
+            url_from_repo: from_repo,
+            ..SourceSettings::default()
+        })
+    }
+
+    fn repo(url: Option<&str>, window: Option<&str>) -> PrometheusConfig {
+        PrometheusConfig {
+            url: url.map(str::to_string),
+            window: window.map(str::to_string),
+            ..PrometheusConfig::default()
+        }
+    }
+
+    #[test]
+    fn nothing_configured_means_no_source() {
+        assert!(source(None, &[], true).resolve(None).is_none());
+        assert!(source(None, &[], true)
+            .resolve(Some(&repo(None, Some("1d"))))
+            .is_none());
+    }
+
+    #[test]
+    fn the_repository_may_only_name_allowed_servers() {
+        let s = source(Some("https://prom.a"), &["https://prom.b/sub/"], true);
+        let t = s.resolve(None).unwrap().unwrap();
+        assert_eq!(t.url.as_str(), "https://prom.a/");
+        assert_eq!(t.window, "7d");
+        let t = s
+            .resolve(Some(&repo(Some("https://prom.b/sub"), Some("1d"))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.url.as_str(), "https://prom.b/sub/");
+        assert_eq!(t.window_len, Duration::from_secs(86400));
+        // A look-alike host is not a prefix match.
+        let e = s
+            .resolve(Some(&repo(Some("https://prom.a.evil.example"), None)))
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("does not allow"), "{e}");
+        assert!(e.contains("MESHWARD_PROMETHEUS_ALLOWED_URLS"), "{e}");
+    }
+
+    #[test]
+    fn the_cli_flag_wins_over_the_repository() {
+        let mut s = source(Some("http://127.0.0.1:9090"), &[], false);
+        s.settings.window_override = Some("2h".into());
+        let t = s
+            .resolve(Some(&repo(Some("https://elsewhere"), Some("30d"))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.url.as_str(), "http://127.0.0.1:9090/");
+        assert_eq!(t.window, "2h");
+    }
+
+    #[test]
+    fn urls_with_credentials_or_other_schemes_are_refused() {
+        assert!(check_url("https://user:pw@prom")
+            .unwrap_err()
+            .contains("credentials"));
+        assert!(check_url("file:///etc/passwd").is_err());
+        assert!(check_url("https://prom/?x=1").is_err());
+        assert_eq!(
+            check_url("https://prom/api").unwrap().as_str(),
+            "https://prom/api/"
+        );
+    }
+
+    #[test]
+    fn vector_sums_and_refuses_nonsense() {
+        let v = serde_json::json!({"resultType": "vector", "result": [
+            {"metric": {}, "value": [1.0, "2.5"]}, {"metric": {}, "value": [1.0, "3"]}]});
+        assert_eq!(vector_sum(&v).unwrap(), 5.5);
+        let empty = serde_json::json!({"resultType": "vector", "result": []});
+        assert_eq!(vector_sum(&empty).unwrap(), 0.0);
+        let nan = serde_json::json!({"resultType": "vector", "result": [{"value": [1.0, "NaN"]}]});
+        assert!(vector_sum(&nan).is_err());
+        assert!(vector_sum(&serde_json::json!({"resultType": "matrix", "result": []})).is_err());
+    }
+
+    #[test]
+    fn plaintext_rounds_up_totals_round() {
+        let scope = StrictScope {
+            resource: "PeerAuthentication/shop/default".into(),
+            scope: "namespace".into(),
+            scope_key: "namespace:shop".into(),
+            namespace: "shop".into(),
+            subject: Subject::Namespaces(vec!["shop".into()]),
+            strict_ports: vec![],
+        };
+        let subjects = subjects_for(&[scope], &BTreeMap::new(), "1h");
+        let mut answers = HashMap::new();
+        for (name, q) in &subjects[0].queries {
+            let value = if name.ends_with("plaintext") {
+                0.4
+            } else {
+                99.6
+            };
+            answers.insert(
+                q.clone(),
+                Cached {
+                    at: Instant::now(),
+                    taken_at: "t".into(),
+                    value,
+                },
+            );
+        }
+        let mut e = Evidence {
+            taken_at: Some("t".into()),
+            ..Evidence::default()
+        };
+        fill(&mut e, &subjects, &answers, &BTreeMap::new());
+        let shop = &e.namespaces["shop"];
+        assert_eq!((shop.requests_plaintext, shop.requests_total), (1, 100));
+        assert_eq!(shop.taken_at, None);
     }
 }

@@ -153,7 +153,7 @@ mod tests {
         );
         assert_eq!(
             q["requests_total"],
-            r#"sum(increase(istio_requests_total{reporter="destination",destination_workload_namespace="shop",destination_workload=~"cart|a\\.b\"}or vector\\(0\\)"}[1h]))"#
+            r#"sum(increase(istio_requests_total{reporter="destination",destination_workload_namespace="shop",destination_workload=~"cart|a\\.b\"\\}or vector\\(0\\)"}[1h]))"#
         );
     }
 

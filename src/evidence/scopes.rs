@@ -38,7 +38,11 @@ pub enum Subject {
 const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
 
 /// The STRICT scopes `head` introduces over `base` (every STRICT one without a base).
-pub fn introduced_strict(head: &Model, base: Option<&Model>, mesh: &MeshConfig) -> Vec<StrictScope> {
+pub fn introduced_strict(
+    head: &Model,
+    base: Option<&Model>,
+    mesh: &MeshConfig,
+) -> Vec<StrictScope> {
     let mut out: Vec<StrictScope> = head
         .peer_authentications
         .iter()
@@ -68,7 +72,9 @@ fn subject(pa: &PeerAuthn, head: &Model, mesh: &MeshConfig) -> Subject {
             head.namespaces
                 .values()
                 .filter(|n| n.workloads > 0)
-                .filter(|n| n.name != mesh.root_namespace && !SYSTEM_NAMESPACES.contains(&n.name.as_str()))
+                .filter(|n| {
+                    n.name != mesh.root_namespace && !SYSTEM_NAMESPACES.contains(&n.name.as_str())
+                })
                 .map(|n| n.name.clone())
                 .collect(),
         ),
@@ -104,4 +110,71 @@ fn base_scope_mode(pa: &PeerAuthn, base: &Model) -> String {
         return m;
     }
     set(base.mtls_scopes.get("mesh")).unwrap_or_else(|| "PERMISSIVE".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{load, Limits, SourceFile};
+
+    fn model(yaml: &str, base: Option<&Model>) -> Model {
+        let files = [SourceFile {
+            path: "m.yaml".into(),
+            bytes: yaml.as_bytes().to_vec(),
+        }];
+        let loaded = load(&files, &Limits::default());
+        crate::model::build(&loaded.resources, &MeshConfig::default(), base)
+    }
+
+    const WORKLOADS: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: web, labels: {istio-injection: enabled}}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: cart, namespace: shop}\nspec: {template: {metadata: {labels: {app: cart}}, spec: {containers: [{name: c, image: i}]}}}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: front, namespace: web}\nspec: {template: {metadata: {labels: {app: front}}, spec: {containers: [{name: c, image: i}]}}}\n";
+
+    fn pa(ns: &str, name: &str, spec: &str) -> String {
+        format!("---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n")
+    }
+
+    #[test]
+    fn mesh_namespace_workload_and_port_scopes() {
+        let base = model(WORKLOADS, None);
+        let head = model(
+            &format!(
+                "{WORKLOADS}{}{}{}",
+                pa("istio-system", "mesh", "{mtls: {mode: STRICT}}"),
+                pa("shop", "cart", "{selector: {matchLabels: {app: cart}}, portLevelMtls: {\"8080\": {mode: STRICT}}}"),
+                pa("web", "default", "{mtls: {mode: STRICT}}"),
+            ),
+            Some(&base),
+        );
+        let scopes = introduced_strict(&head, Some(&base), &MeshConfig::default());
+        let by: Vec<(&str, &Subject)> = scopes
+            .iter()
+            .map(|s| (s.scope_key.as_str(), &s.subject))
+            .collect();
+        assert_eq!(
+            by,
+            vec![
+                (
+                    "mesh",
+                    &Subject::Namespaces(vec!["shop".into(), "web".into()])
+                ),
+                (
+                    "workload:shop:app=cart",
+                    &Subject::Workloads {
+                        namespace: "shop".into(),
+                        names: vec!["cart".into()]
+                    }
+                ),
+                ("namespace:web", &Subject::Namespaces(vec!["web".into()])),
+            ]
+        );
+        assert_eq!(scopes[1].strict_ports, vec!["8080"]);
+        // Already STRICT in base: nothing introduced.
+        let again = model(
+            &format!(
+                "{WORKLOADS}{}",
+                pa("web", "default", "{mtls: {mode: STRICT}}")
+            ),
+            Some(&head),
+        );
+        assert!(introduced_strict(&again, Some(&head), &MeshConfig::default()).is_empty());
+    }
 }

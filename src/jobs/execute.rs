@@ -60,7 +60,10 @@ pub(super) async fn execute(worker: &Worker, job: &Job) -> Result<Done> {
     let head_label = short(&job.head_sha);
     let base_label = base_sha.as_deref().map(short);
     // Evidence for the STRICT scopes a PR introduces (baselines judge no change).
-    let prometheus = worker.evidence.clone().filter(|_| job.kind == JobKind::Check);
+    let prometheus = worker
+        .evidence
+        .clone()
+        .filter(|_| job.kind == JobKind::Check);
     // The pipeline is CPU-bound and synchronous: off the async threads. The temp dirs
     // live until it is done (rendering reads files from them).
     let report = tokio::task::spawn_blocking(move || -> Result<Report> {
