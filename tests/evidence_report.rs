@@ -115,3 +115,31 @@ fn section_rows_name_subjects_and_results() {
         "{section}"
     );
 }
+
+#[test]
+fn a_large_mesh_is_cut_short_worst_first() {
+    let mut namespaces = serde_json::Map::new();
+    for i in 0..60 {
+        namespaces.insert(
+            format!("ns{i:02}"),
+            serde_json::json!({"requests_total": 10, "requests_plaintext": u64::from(i == 42),
+                               "queries": {"requests_total": format!("q{i}")}}),
+        );
+    }
+    let e: meshward::evidence::Evidence =
+        serde_json::from_value(serde_json::json!({"window": "7d", "namespaces": namespaces}))
+            .expect("evidence");
+    let section = meshward::report::markdown::evidence_section(&e);
+    let rows: Vec<&str> = section
+        .lines()
+        .filter(|l| l.starts_with("| namespace"))
+        .collect();
+    assert_eq!(rows.len(), 50);
+    assert!(
+        rows[0].starts_with("| namespace `ns42` | 1 / 10"),
+        "{}",
+        rows[0]
+    );
+    assert!(section.contains("| … and 10 more"), "{section}");
+    assert_eq!(section.matches("```promql").count(), 10);
+}

@@ -22,6 +22,9 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 const CONCURRENCY: usize = 4;
 /// Cached answers kept at most (the oldest are dropped first when full).
 const CACHE_ENTRIES: usize = 4096;
+/// Subjects (namespaces and workload scopes) asked about in one check at most: a
+/// mesh-wide STRICT over more namespaces gets no evidence for the rest, with the reason.
+pub const MAX_SUBJECTS: usize = 500;
 
 /// Credentials for the Prometheus server. They come from the meshward server's
 /// environment or secrets only, never from a repository.
@@ -239,7 +242,7 @@ impl PrometheusSource {
             Err(e) => return failed(target, scopes, e),
         };
         let deadline = self.settings.timeout.saturating_mul(3);
-        let mut evidence = skeleton(Some(target), scopes);
+        let mut evidence = skeleton(Some(target));
         let subjects = subjects_for(scopes, &target.matchers, &target.window);
         if subjects.iter().all(|s| s.empty.is_some()) {
             fill(&mut evidence, &subjects, &HashMap::new(), &BTreeMap::new());
@@ -693,11 +696,17 @@ fn subjects_for(
             }
         }
     }
-    out.into_values().collect()
+    let mut out: Vec<SubjectQueries> = out.into_values().collect();
+    for s in out.iter_mut().skip(MAX_SUBJECTS) {
+        s.empty = Some(format!(
+            "meshward asks about at most {MAX_SUBJECTS} namespaces and workload scopes in one check, and this change turns STRICT on for more"
+        ));
+    }
+    out
 }
 
-/// The evidence with its header and one (empty) entry per subject.
-fn skeleton(target: Option<&Target>, _scopes: &[StrictScope]) -> Evidence {
+/// The evidence with its header.
+fn skeleton(target: Option<&Target>) -> Evidence {
     Evidence {
         taken_at: Some(now_rfc3339()),
         window: target.map(|t| t.window.clone()),
@@ -720,7 +729,7 @@ fn put(evidence: &mut Evidence, key: &str, entry: TrafficEvidence) {
 /// Every subject gets the same error: nothing could be asked.
 fn failed(target: &Result<Target, String>, scopes: &[StrictScope], reason: &str) -> Evidence {
     let t = target.as_ref().ok();
-    let mut evidence = skeleton(t, scopes);
+    let mut evidence = skeleton(t);
     let (matchers, window) = match t {
         Some(t) => (t.matchers.clone(), t.window.clone()),
         None => (BTreeMap::new(), String::new()),

@@ -270,7 +270,10 @@ pub fn evidence_section(e: &crate::evidence::Evidence) -> String {
         "| Scope | Requests plaintext / total | TCP connections plaintext / total | Result |"
     );
     let _ = writeln!(out, "|---|---|---|---|");
-    for (key, t) in &subjects {
+    // A PR comment has a size limit: the worst rows first, at most MAX_ROWS of them.
+    let mut subjects = subjects;
+    subjects.sort_by_key(|(key, t)| (rank(t), key.clone()));
+    for (key, t) in subjects.iter().take(MAX_ROWS) {
         let (requests, tcp) = match &t.error {
             Some(_) => ("–".to_string(), "–".to_string()),
             None => (
@@ -298,9 +301,17 @@ pub fn evidence_section(e: &crate::evidence::Evidence) -> String {
             subject_label(key, t)
         );
     }
+    if subjects.len() > MAX_ROWS {
+        let _ = writeln!(
+            out,
+            "| … and {} more (all of them in the JSON report and the history) | | | |",
+            subjects.len() - MAX_ROWS
+        );
+    }
     out.push('\n');
     let with_queries: Vec<&(String, &crate::evidence::TrafficEvidence)> = subjects
         .iter()
+        .take(MAX_QUERY_SUBJECTS)
         .filter(|(_, t)| !t.queries.is_empty() || t.query.is_some())
         .collect();
     if !with_queries.is_empty() {
@@ -328,6 +339,19 @@ pub fn evidence_section(e: &crate::evidence::Evidence) -> String {
         let _ = writeln!(out, "</details>\n");
     }
     out
+}
+
+const MAX_ROWS: usize = 50;
+const MAX_QUERY_SUBJECTS: usize = 10;
+
+/// Order of rows: plaintext first, then no evidence, no traffic, zero plaintext.
+fn rank(t: &crate::evidence::TrafficEvidence) -> u8 {
+    match &t.error {
+        None if t.plaintext() > 0 => 0,
+        Some(_) => 1,
+        None if t.total() == 0 => 2,
+        None => 3,
+    }
 }
 
 /// `namespace:shop` → namespace `shop`; `workload:shop:app=cart` → the workloads.
