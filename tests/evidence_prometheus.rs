@@ -410,3 +410,39 @@ fn the_cli_asks_prometheus_and_shows_the_numbers() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+/// Credentials (from the server's side only) reach a Prometheus behind basic auth;
+/// wrong ones are an error answer, and an error is no evidence.
+#[test]
+fn basic_auth_reaches_a_protected_prometheus_and_a_refusal_is_no_evidence() {
+    // bcrypt of "s3cret" (Prometheus' web config keeps only the hash).
+    let web = "basic_auth_users:\n  meshward: $2b$12$rRnSQPqIzRYPVnNTQHVHV.AzLoN4YVt5qIXmvpyOLruTHQyALS5C.\n";
+    let prom = Prometheus::start_with(&mtls_only(), "30d", Some(web));
+    let with = |password: &str| {
+        Arc::new(PrometheusSource::new(SourceSettings {
+            url: Some(prom.url.clone()),
+            url_from_repo: false,
+            auth: meshward::evidence::PrometheusAuth::Basic {
+                username: "meshward".into(),
+                password: password.to_string().into(),
+            },
+            ..SourceSettings::default()
+        }))
+    };
+    let change = strict_change(None);
+    let report = check_with(&change, &with("s3cret"));
+    assert_eq!(
+        rules(&report),
+        Vec::<String>::new(),
+        "{:#?}",
+        report.findings
+    );
+    let report = check_with(&change, &with("wrong"));
+    assert_eq!(rules(&report), vec!["mtls/strict-without-evidence"]);
+    let m = &report.findings[0].message;
+    assert!(m.contains("answered HTTP 401"), "{m}");
+    assert!(
+        !m.contains("wrong"),
+        "the password must not leak into the message: {m}"
+    );
+}

@@ -123,6 +123,11 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts a server over `series`, keeping data for `retention`.
     pub fn start(series: &[Series], retention: &str) -> Prometheus {
+        Prometheus::start_with(series, retention, None)
+    }
+
+    /// The same, with a web config (e.g. basic auth users) for `--web.config.file`.
+    pub fn start_with(series: &[Series], retention: &str, web_config: Option<&str>) -> Prometheus {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).expect("data dir");
@@ -144,6 +149,12 @@ impl Prometheus {
         }
         let config = dir.path().join("prometheus.yml");
         std::fs::write(&config, "global: {}\n").expect("config");
+        let mut web = Vec::new();
+        if let Some(text) = web_config {
+            let path = dir.path().join("web.yml");
+            std::fs::write(&path, text).expect("web config");
+            web.push(format!("--web.config.file={}", path.display()));
+        }
         let port = free_port();
         let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
         let child = Command::new(find_tool("prometheus"))
@@ -151,6 +162,7 @@ impl Prometheus {
             .arg(format!("--storage.tsdb.path={}", data.display()))
             .arg(format!("--storage.tsdb.retention.time={retention}"))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(&web)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -175,7 +187,8 @@ impl Prometheus {
                         .unwrap_or_default()
                 );
             }
-            if http_status(port, "/-/ready") == Some(200) {
+            // 401: up, behind basic auth.
+            if matches!(http_status(port, "/-/ready"), Some(200 | 401)) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(100));
