@@ -75,13 +75,17 @@ const CONFIG: &str = "evidence:
 /// A repository whose change turns namespace shop (or, with `workload`, the cart
 /// workload) from PERMISSIVE to STRICT.
 fn strict_change(workload: Option<&str>) -> (GitRepo, String, String) {
+    strict_change_with(workload, CONFIG)
+}
+
+fn strict_change_with(workload: Option<&str>, config: &str) -> (GitRepo, String, String) {
     let repo = GitRepo::new();
     let cart = deployment("cart");
     let legacy = deployment("legacy");
     let permissive = peer_authentication("default", "PERMISSIVE", None);
     let base = repo.commit_files(
         &[
-            (".meshward.yaml", CONFIG),
+            (".meshward.yaml", config),
             ("shop/namespace.yaml", NAMESPACE),
             ("shop/cart.yaml", &cart),
             ("shop/legacy.yaml", &legacy),
@@ -98,7 +102,7 @@ fn strict_change(workload: Option<&str>) -> (GitRepo, String, String) {
     };
     let head = repo.commit_files(
         &[
-            (".meshward.yaml", CONFIG),
+            (".meshward.yaml", config),
             ("shop/namespace.yaml", NAMESPACE),
             ("shop/cart.yaml", &cart),
             ("shop/legacy.yaml", &legacy),
@@ -445,4 +449,22 @@ fn basic_auth_reaches_a_protected_prometheus_and_a_refusal_is_no_evidence() {
         !m.contains("wrong"),
         "the password must not leak into the message: {m}"
     );
+}
+
+/// Fail closed by default; a repository that accepts the risk lowers the rule's
+/// severity in its base revision's `rules:`, and the finding stays visible.
+#[test]
+fn a_repository_may_lower_the_severity_of_missing_evidence() {
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let config = format!("{CONFIG}rules:\n  mtls/strict-without-evidence: warning\n");
+    let report = check_with(
+        &strict_change_with(None, &config),
+        &source(&closed, Duration::from_secs(2)),
+    );
+    assert_eq!(rules(&report), vec!["mtls/strict-without-evidence"]);
+    assert_eq!(
+        report.findings[0].severity,
+        meshward::finding::Severity::Warning
+    );
+    assert_eq!(report.summary.verdict, Verdict::Pass);
 }
