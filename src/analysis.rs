@@ -246,6 +246,10 @@ pub fn analyze(
         base: base_eval.as_ref().map(|b| b.summary.clone()),
         notes,
     };
+    let changed = match &base_eval {
+        Some(b) => changed_resources(&b.resources, &head_eval.resources),
+        None => Default::default(),
+    };
     Ok(Report {
         findings,
         suppressed,
@@ -259,6 +263,7 @@ pub fn analyze(
             head: head_eval.model,
             base: base_eval.map(|b| b.model),
             head_resources: head_eval.resources.iter().map(|r| r.id.clone()).collect(),
+            changed,
         },
     })
 }
@@ -295,6 +300,16 @@ fn gather_evidence(
         "evidence gathered"
     );
     Some(evidence)
+}
+
+/// Head resources that are new or whose object differs from base's.
+fn changed_resources(base: &[Resource], head: &[Resource]) -> std::collections::BTreeSet<String> {
+    let before: HashMap<&str, &serde_json::Value> =
+        base.iter().map(|r| (r.id.as_str(), &r.body)).collect();
+    head.iter()
+        .filter(|r| before.get(r.id.as_str()) != Some(&&r.body))
+        .map(|r| r.id.clone())
+        .collect()
 }
 
 fn policy_files_differ(base: &Tree, head: &Tree) -> bool {

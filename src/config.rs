@@ -88,6 +88,9 @@ pub struct RepoConfig {
     /// Where telemetry evidence for the mTLS rules comes from.
     #[serde(default)]
     pub evidence: EvidenceConfig,
+    /// What the service posts on pull requests.
+    #[serde(default)]
+    pub publish: PublishConfig,
     /// Line of each exception in the file, for findings about them.
     #[serde(skip)]
     pub exception_lines: Vec<u32>,
@@ -104,6 +107,28 @@ pub struct PathsConfig {
     pub include: Vec<String>,
     #[serde(default)]
     pub exclude: Vec<String>,
+}
+
+/// `publish:` in `.meshward.yaml`: how `meshward serve` reports on a pull request.
+/// The check run (or commit status) and the summary comment are always posted.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PublishConfig {
+    /// Inline review comments on the changed lines that introduce a finding.
+    #[serde(default = "yes")]
+    pub inline_comments: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for PublishConfig {
+    fn default() -> Self {
+        PublishConfig {
+            inline_comments: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
@@ -408,6 +433,16 @@ mod tests {
             assert_eq!(e.line, line, "{text}: {e}");
             assert!(e.message.contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn publish_switch_defaults_on_and_rejects_unknown_keys() {
+        assert!(RepoConfig::default().publish.inline_comments);
+        let c = RepoConfig::parse("publish: { inline_comments: false }\n").unwrap();
+        assert!(!c.publish.inline_comments);
+        let e = RepoConfig::parse("publish:\n  inline_comment: false\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("inline_comment"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod manifest;
 pub mod model;
 pub mod policy;
+pub mod publish;
 pub mod render;
 pub mod report;
 pub mod server;

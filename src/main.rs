@@ -48,7 +48,7 @@ enum Command {
         #[arg(long, value_name = "DURATION", requires = "prometheus")]
         evidence_window: Option<String>,
         #[command(flatten)]
-        prometheus_client: meshward::config::PrometheusClientArgs,
+        prometheus_client: Box<meshward::config::PrometheusClientArgs>,
         /// Severity at or above which findings fail the run [default: error, or the config file's].
         #[arg(long, value_enum)]
         fail_on: Option<FailOn>,
@@ -60,7 +60,7 @@ enum Command {
         render_all: bool,
     },
     /// Run the GitHub App service: webhooks in, a durable job queue, history stored.
-    Serve(meshward::service::ServeArgs),
+    Serve(Box<meshward::service::ServeArgs>),
     /// Apply the history store's database migrations.
     Migrate(meshward::service::MigrateArgs),
     /// Policy tools.
@@ -199,7 +199,7 @@ fn run(cli: Cli) -> ExitCode {
                 Verdict::Fail => ExitCode::from(1),
             }
         }
-        Command::Serve(args) => match meshward::service::serve_blocking(args) {
+        Command::Serve(args) => match meshward::service::serve_blocking(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("meshward: error: {e:#}");

@@ -31,6 +31,8 @@ pub struct Models {
     pub head: Model,
     pub base: Option<Model>,
     pub head_resources: Vec<String>,
+    /// Ids of head resources the change adds or edits (empty without a base).
+    pub changed: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
