@@ -241,6 +241,28 @@ evidence_of(ns) := e if {
 	is_object(e)
 }
 
+# The evidence about a workload-level scope's own workloads (gathered from Prometheus
+# for the scope key); undefined when there is none: then its namespace's evidence,
+# which covers all its workloads, is used.
+scope_evidence(pa) := e if {
+	pa.scope == "workload"
+	e := evidence.scopes[pa.scope_key]
+	is_object(e)
+}
+
+# How a workload scope's evidence subject is named in messages.
+scope_subject_text(pa, e) := sprintf("workloads %s in namespace %s", [enumerate(ws, 5), pa.namespace]) if {
+	ws := array_of(object.get(e, "workloads", []))
+	count(ws) > 0
+} else := sprintf("the workloads it selects in namespace %s", [pa.namespace])
+
+# Why an evidence entry is not usable; undefined when it is.
+entry_problem(e) := sprintf("no usable data: %v", [e.error]) if {
+	object.get(e, "error", null) != null
+} else := sprintf("no traffic at all in %s, and no data is not evidence", [evidence_window]) if {
+	evidence_total(e) == 0
+}
+
 evidence_total(e) := num(object.get(e, "requests_total", 0)) + num(object.get(e, "tcp_connections_total", 0))
 
 evidence_plaintext(e) := num(object.get(e, "requests_plaintext", 0)) + num(object.get(e, "tcp_connections_plaintext", 0))
@@ -250,9 +272,4 @@ evidence_problem(ns) := "no evidence was given" if {
 	evidence == null
 } else := "no data in the evidence" if {
 	not evidence_of(ns)
-} else := sprintf("the query failed: %v", [e.error]) if {
-	e := evidence_of(ns)
-	object.get(e, "error", null) != null
-} else := sprintf("no traffic at all in %s, and no data is not evidence", [evidence_window]) if {
-	evidence_total(evidence_of(ns)) == 0
-}
+} else := entry_problem(evidence_of(ns))

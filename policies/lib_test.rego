@@ -108,6 +108,6 @@ test_evidence_problem if {
 	lib.evidence_problem("ok") == "no evidence was given" with input as {"evidence": null}
 	not lib.evidence_problem("ok") with input as {"evidence": ev}
 	contains(lib.evidence_problem("quiet"), "no traffic at all in 7d") with input as {"evidence": ev}
-	lib.evidence_problem("broken") == "the query failed: timeout" with input as {"evidence": ev}
+	lib.evidence_problem("broken") == "no usable data: timeout" with input as {"evidence": ev}
 	lib.evidence_problem("missing") == "no data in the evidence" with input as {"evidence": ev}
 }

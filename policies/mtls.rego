@@ -91,21 +91,31 @@ findings contains f if {
 
 findings contains f if {
 	some pa in lib.introduced_strict
-	problems := {ns: p |
-		some ns in lib.scope_namespaces(pa)
-		p := lib.evidence_problem(ns)
-	}
-	count(problems) > 0
+	why := without_evidence_text(pa)
 	f := {
 		"rule": "mtls/strict-without-evidence",
 		"severity": "error",
 		"resource": pa.resource,
 		"path": lib.strict_path(pa),
 		"message": sprintf(
-			"%s turns on STRICT mTLS for %s without evidence of zero plaintext traffic (%s): without that proof, clients without a sidecar will get no response (curl 000). Keep PERMISSIVE, gather zero-plaintext evidence (meshward check --evidence), then switch to STRICT.",
-			[lib.display(pa.resource), lib.scope_text(pa), problems_text(problems)],
+			"%s turns on STRICT mTLS for %s without evidence of zero plaintext traffic (%s): without that proof, clients without a sidecar will get no response (curl 000). Keep PERMISSIVE, gather zero-plaintext evidence (from Prometheus: evidence.prometheus in .meshward.yaml or meshward check --prometheus; from a file: meshward check --evidence), then switch to STRICT.",
+			[lib.display(pa.resource), lib.scope_text(pa), why],
 		),
 	}
+}
+
+# A workload scope with evidence of its own is judged on it; any other scope on the
+# evidence of each namespace it covers.
+without_evidence_text(pa) := sprintf("%s: %s", [lib.scope_subject_text(pa, e), p]) if {
+	e := lib.scope_evidence(pa)
+	p := lib.entry_problem(e)
+} else := problems_text(problems) if {
+	not lib.scope_evidence(pa)
+	problems := {ns: p |
+		some ns in lib.scope_namespaces(pa)
+		p := lib.evidence_problem(ns)
+	}
+	count(problems) > 0
 }
 
 problems_text(problems) := sprintf("no evidence was given for %s", [plural_namespaces(object.keys(problems))]) if {
@@ -120,12 +130,7 @@ problems_text(problems) := sprintf("no evidence was given for %s", [plural_names
 
 findings contains f if {
 	some pa in lib.introduced_strict
-	seen := [sprintf("%s: %s", [ns, plaintext_text(e)]) |
-		some ns in lib.scope_namespaces(pa)
-		e := lib.evidence_of(ns)
-		object.get(e, "error", null) == null
-		lib.evidence_plaintext(e) > 0
-	]
+	seen := plaintext_seen(pa)
 	count(seen) > 0
 	f := {
 		"rule": "mtls/plaintext-traffic-present",
@@ -138,6 +143,19 @@ findings contains f if {
 		),
 	}
 }
+
+plaintext_seen(pa) := [sprintf("%s: %s", [lib.scope_subject_text(pa, e), plaintext_text(e)])] if {
+	e := lib.scope_evidence(pa)
+	object.get(e, "error", null) == null
+	lib.evidence_plaintext(e) > 0
+} else := [] if {
+	lib.scope_evidence(pa)
+} else := [sprintf("%s: %s", [ns, plaintext_text(e)]) |
+	some ns in lib.scope_namespaces(pa)
+	e := lib.evidence_of(ns)
+	object.get(e, "error", null) == null
+	lib.evidence_plaintext(e) > 0
+]
 
 plaintext_text(e) := sprintf("%v of %v requests and %v of %v TCP connections without mTLS", [
 	lib.num(object.get(e, "requests_plaintext", 0)),

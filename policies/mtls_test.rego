@@ -218,6 +218,7 @@ test_without_evidence_no_file if {
 	some f in fs
 	f.severity == "error"
 	contains(f.message, "no evidence was given for namespace shop")
+	contains(f.message, "meshward check --prometheus")
 	contains(f.message, "meshward check --evidence")
 }
 
@@ -239,7 +240,7 @@ test_without_evidence_missing_namespace_and_error if {
 	count(fs) == 1
 	some f in fs
 	contains(f.message, "cart (no data in the evidence)")
-	contains(f.message, "web (the query failed: timeout)")
+	contains(f.message, "web (no usable data: timeout)")
 	not contains(f.message, "shop (")
 	not contains(f.message, "empty")
 }
@@ -261,6 +262,48 @@ test_without_evidence_workload_scope_inherits_strict_namespace if {
 	)
 	base := model({"shop": ns("shop", true, "STRICT", 2)}, [], {"namespace:shop": "STRICT"})
 	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(head, base, null)
+}
+
+# Workload scopes: evidence gathered for the scope's own workloads decides.
+workload_head := model(
+	{"shop": ns("shop", true, "PERMISSIVE", 2)},
+	[pa_ns("shop", "STRICT", {"resource": "PeerAuthentication/shop/cart", "scope": "workload", "scope_key": "workload:shop:app=cart"})],
+	{"workload:shop:app=cart": "STRICT"},
+)
+
+scope_evidence(entry) := {
+	"window": "7d",
+	"namespaces": {},
+	"scopes": {"workload:shop:app=cart": object.union({
+		"requests_total": 300, "requests_plaintext": 0,
+		"tcp_connections_total": 0, "tcp_connections_plaintext": 0,
+		"workloads": ["cart"], "error": null,
+	}, entry)},
+}
+
+test_workload_scope_evidence_passes if {
+	fs := {f | some f in mtls.findings with input as mk_input(workload_head, null, scope_evidence({})); startswith(f.rule, "mtls/")}
+	count({f | some f in fs; f.rule in {"mtls/strict-without-evidence", "mtls/plaintext-traffic-present"}}) == 0
+}
+
+test_workload_scope_evidence_error_is_named if {
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(workload_head, null, scope_evidence({"error": "Prometheus http://p could not be reached: connection refused"}))
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "workloads cart in namespace shop: no usable data: Prometheus http://p could not be reached")
+}
+
+test_workload_scope_evidence_plaintext if {
+	fs := rules_of(mtls.findings, "mtls/plaintext-traffic-present") with input as mk_input(workload_head, null, scope_evidence({"requests_plaintext": 7}))
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "workloads cart in namespace shop: 7 of 300 requests")
+}
+
+test_workload_scope_falls_back_to_namespace_evidence if {
+	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(workload_head, null, good_evidence(["shop"]))
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(workload_head, null, good_evidence(["web"]))
+	count(fs) == 1
 }
 
 # ---------------------------------------------------------------------------

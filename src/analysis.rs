@@ -32,7 +32,11 @@ pub struct Options {
     pub changed_paths: Option<std::collections::BTreeSet<String>>,
     /// Policies given on the command line: trusted like the built-ins.
     pub extra_policies: Vec<PolicySource>,
+    /// Evidence from a file (`--evidence`); wins over `prometheus`.
     pub evidence: Option<Evidence>,
+    /// Where to gather evidence for the STRICT scopes a change introduces (with the
+    /// repository's `evidence.prometheus`). None: only `evidence` is used.
+    pub prometheus: Option<std::sync::Arc<crate::evidence::PrometheusSource>>,
     /// Overrides the config file's `fail_on`.
     pub fail_on: Option<FailOn>,
     /// The day exceptions are judged against.
@@ -49,6 +53,7 @@ impl Options {
             changed_paths: None,
             extra_policies: Vec::new(),
             evidence: None,
+            prometheus: None,
             fail_on: None,
             today,
             limits: Limits::default(),
@@ -109,7 +114,7 @@ pub fn analyze(
                 .to_string(),
         );
     }
-    if opts.evidence.is_none() {
+    if opts.evidence.is_none() && opts.prometheus.is_none() {
         notes.push(
             "No telemetry evidence was given: STRICT mTLS cannot be shown safe (--evidence)."
                 .to_string(),
@@ -139,6 +144,10 @@ pub fn analyze(
     });
     let base_model = base_loaded.as_ref().map(|(_, m)| m.clone());
     let head_model = model::build(&head_parsed.resources, &config.mesh, base_model.as_ref());
+    let evidence = match &opts.evidence {
+        Some(e) => Some(e.clone()),
+        None => gather_evidence(opts, &config, &head_model, base_model.as_ref(), &mut notes),
+    };
     let head_loaded = (head_parsed, head_model);
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -146,7 +155,14 @@ pub fn analyze(
     );
 
     let evaluate = |loaded: (manifest::Loaded, Model), base_model: Option<&Model>, label: &str| {
-        evaluate_revision(loaded, base_model, label, &policies, &config, opts)
+        evaluate_revision(
+            loaded,
+            base_model,
+            label,
+            &policies,
+            &config,
+            evidence.as_ref(),
+        )
     };
     let (head_eval, base_eval) = rayon::join(
         || evaluate(head_loaded, base_model.as_ref(), &head.label),
@@ -240,6 +256,7 @@ pub fn analyze(
     Ok(Report {
         findings,
         suppressed,
+        evidence,
         coverage: CoverageReport {
             base: base_eval.as_ref().map(|b| coverage::of(&b.model)),
             head: coverage::of(&head_eval.model),
@@ -253,6 +270,40 @@ pub fn analyze(
             changed,
         },
     })
+}
+
+/// Asks Prometheus about the STRICT scopes head introduces over base, when a source
+/// is configured (server or CLI) and resolves for this repository.
+fn gather_evidence(
+    opts: &Options,
+    config: &RepoConfig,
+    head: &Model,
+    base: Option<&Model>,
+    notes: &mut Vec<String>,
+) -> Option<Evidence> {
+    let source = opts.prometheus.as_ref()?;
+    let target = match source.resolve(config.evidence.prometheus.as_ref()) {
+        Some(t) => t,
+        None => {
+            notes.push(
+                "No Prometheus is configured (evidence.prometheus in .meshward.yaml, or the server's default): STRICT mTLS cannot be shown safe."
+                    .to_string(),
+            );
+            return None;
+        }
+    };
+    let scopes = crate::evidence::introduced_strict(head, base, &config.mesh);
+    if scopes.is_empty() {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let evidence = source.gather_blocking(&target, &scopes);
+    tracing::debug!(
+        scopes = scopes.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "evidence gathered"
+    );
+    Some(evidence)
 }
 
 /// Head resources that are new or whose object differs from base's.
@@ -448,16 +499,10 @@ fn evaluate_revision(
     label: &str,
     policies: &Policies,
     config: &RepoConfig,
-    opts: &Options,
+    evidence: Option<&Evidence>,
 ) -> Evaluated {
     let started = std::time::Instant::now();
-    let input = build_input(
-        &loaded.resources,
-        &model,
-        base_model,
-        opts.evidence.as_ref(),
-        config,
-    );
+    let input = build_input(&loaded.resources, &model, base_model, evidence, config);
     tracing::debug!(
         revision = label,
         elapsed_ms = started.elapsed().as_millis() as u64,

@@ -9,6 +9,64 @@ use std::collections::BTreeMap;
 
 pub const CONFIG_FILE: &str = ".meshward.yaml";
 
+/// How meshward talks to Prometheus, shared by `check --prometheus` and `serve`.
+/// Credentials only from the environment (flags would show in `ps`), never from a
+/// repository.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct PrometheusClientArgs {
+    /// Bearer token for Prometheus.
+    #[arg(
+        long,
+        env = "MESHWARD_PROMETHEUS_BEARER_TOKEN",
+        hide = true,
+        hide_env_values = true
+    )]
+    pub prometheus_bearer_token: Option<String>,
+    /// Basic auth user for Prometheus (with MESHWARD_PROMETHEUS_PASSWORD).
+    #[arg(long, env = "MESHWARD_PROMETHEUS_USERNAME", hide = true)]
+    pub prometheus_username: Option<String>,
+    #[arg(
+        long,
+        env = "MESHWARD_PROMETHEUS_PASSWORD",
+        hide = true,
+        hide_env_values = true
+    )]
+    pub prometheus_password: Option<String>,
+    /// Seconds each Prometheus request may take (the whole gathering: three times that).
+    #[arg(long, env = "MESHWARD_PROMETHEUS_TIMEOUT_SECS", default_value_t = 10)]
+    pub prometheus_timeout_secs: u64,
+}
+
+impl PrometheusClientArgs {
+    pub fn auth(&self) -> anyhow::Result<crate::evidence::PrometheusAuth> {
+        use crate::evidence::PrometheusAuth;
+        use secrecy::SecretString;
+        let set = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+        match (
+            set(&self.prometheus_bearer_token),
+            set(&self.prometheus_username),
+            set(&self.prometheus_password),
+        ) {
+            (None, None, None) => Ok(PrometheusAuth::None),
+            (Some(t), None, None) => Ok(PrometheusAuth::Bearer(SecretString::from(t))),
+            (None, Some(username), Some(p)) => Ok(PrometheusAuth::Basic {
+                username,
+                password: SecretString::from(p),
+            }),
+            (Some(_), _, _) => anyhow::bail!(
+                "set either MESHWARD_PROMETHEUS_BEARER_TOKEN or MESHWARD_PROMETHEUS_USERNAME and MESHWARD_PROMETHEUS_PASSWORD, not both"
+            ),
+            _ => anyhow::bail!(
+                "Prometheus basic auth needs both MESHWARD_PROMETHEUS_USERNAME and MESHWARD_PROMETHEUS_PASSWORD"
+            ),
+        }
+    }
+
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.prometheus_timeout_secs.clamp(1, 300))
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RepoConfig {
@@ -27,6 +85,9 @@ pub struct RepoConfig {
     /// Render roots to add, override or exclude, and render limits.
     #[serde(default)]
     pub render: crate::render::RenderConfig,
+    /// Where telemetry evidence for the mTLS rules comes from.
+    #[serde(default)]
+    pub evidence: EvidenceConfig,
     /// What the service posts on pull requests.
     #[serde(default)]
     pub publish: PublishConfig,
@@ -107,6 +168,96 @@ impl Default for MeshConfig {
             proxy_cpu: default_proxy_cpu(),
             proxy_memory: default_proxy_memory(),
         }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceConfig {
+    #[serde(default)]
+    pub prometheus: Option<PrometheusConfig>,
+}
+
+/// `evidence.prometheus`: which Prometheus holds the metrics of the cluster this
+/// repository deploys to. Credentials never live here: the server holds them.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PrometheusConfig {
+    /// The server's base URL. The meshward service queries it only if its operator
+    /// allows it (it is the server default, or in MESHWARD_PROMETHEUS_ALLOWED_URLS).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// How far back plaintext must be absent (a Prometheus duration; default 7d).
+    #[serde(default)]
+    pub window: Option<String>,
+    /// Extra label matchers, e.g. `cluster: prod-eu1`.
+    #[serde(default)]
+    pub matchers: BTreeMap<String, String>,
+    /// For servers that do not report their retention (Thanos, Mimir and other
+    /// fronts): how far back you vouch the data reaches.
+    #[serde(default)]
+    pub retention: Option<String>,
+}
+
+/// Bounds of `evidence.prometheus.window`.
+pub const MIN_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+pub const MAX_WINDOW: std::time::Duration = std::time::Duration::from_secs(400 * 86400);
+
+impl PrometheusConfig {
+    /// Checks the values; the error names the offending key.
+    pub fn validate(&self) -> Result<(), (Vec<String>, String)> {
+        self.check().map_err(|(key, sub, m)| {
+            let mut path = vec![key.to_string()];
+            path.extend(sub);
+            (path, m)
+        })
+    }
+
+    fn check(&self) -> Result<(), (&'static str, Option<String>, String)> {
+        use crate::evidence::{duration, promql};
+        if let Some(url) = &self.url {
+            crate::evidence::prometheus::check_url(url).map_err(|e| ("url", None, e))?;
+        }
+        if let Some(w) = &self.window {
+            let d = duration::parse(w).map_err(|e| ("window", None, format!("`window`: {e}")))?;
+            if d < MIN_WINDOW || d > MAX_WINDOW {
+                return Err(("window", None, format!("`window` {w} is outside 1m..400d")));
+            }
+        }
+        if let Some(r) = &self.retention {
+            duration::parse(r).map_err(|e| ("retention", None, format!("`retention`: {e}")))?;
+        }
+        if self.matchers.len() > 20 {
+            return Err((
+                "matchers",
+                None,
+                "`matchers` has more than 20 entries".into(),
+            ));
+        }
+        for (k, v) in &self.matchers {
+            if !promql::valid_label_name(k) {
+                return Err((
+                    "matchers",
+                    Some(k.clone()),
+                    format!("`matchers` key {k:?} is not a Prometheus label name"),
+                ));
+            }
+            if promql::RESERVED_LABELS.contains(&k.as_str()) {
+                return Err((
+                    "matchers",
+                    Some(k.clone()),
+                    format!("`matchers` may not set {k}: meshward sets it itself"),
+                ));
+            }
+            if v.len() > 256 {
+                return Err((
+                    "matchers",
+                    Some(k.clone()),
+                    format!("`matchers` value of {k} is over 256 bytes"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -225,6 +376,13 @@ impl RepoConfig {
                 ));
             }
         }
+        if let Some(p) = &config.evidence.prometheus {
+            p.validate().map_err(|(key, message)| {
+                let mut path = vec!["evidence".to_string(), "prometheus".to_string()];
+                path.extend(key);
+                err(line_of(serde_json::json!(path)), message)
+            })?;
+        }
         for rule in config.rules.keys() {
             config
                 .rule_lines
@@ -286,6 +444,42 @@ mod tests {
         let e = RepoConfig::parse("mesh:\n  trust_domain: x\n  proxy_memory: 128MB\n").unwrap_err();
         assert_eq!(e.line, 3, "{e}");
         assert!(e.message.contains("mesh.proxy_memory"), "{e}");
+    }
+
+    #[test]
+    fn evidence_prometheus() {
+        let c = RepoConfig::parse(
+            "evidence:\n  prometheus:\n    url: https://prometheus.internal\n    window: 14d\n    matchers: {cluster: prod-eu1}\n",
+        )
+        .unwrap();
+        let p = c.evidence.prometheus.unwrap();
+        assert_eq!(p.url.as_deref(), Some("https://prometheus.internal"));
+        assert_eq!(p.window.as_deref(), Some("14d"));
+        assert_eq!(p.matchers["cluster"], "prod-eu1");
+        for (text, line, needle) in [
+            (
+                "evidence:\n  prometheus:\n    window: 7 days\n",
+                3,
+                "window",
+            ),
+            ("evidence:\n  prometheus:\n    window: 2y\n", 3, "outside"),
+            ("evidence:\n  prometheus:\n    url: ftp://x\n", 3, "http"),
+            (
+                "evidence:\n  prometheus:\n    matchers:\n      reporter: source\n",
+                4,
+                "reporter",
+            ),
+            (
+                "evidence:\n  prometheus:\n    matchers: {\"a-b\": x}\n",
+                3,
+                "label name",
+            ),
+            ("evidence:\n  prometheus:\n    token: secret\n", 3, "token"),
+        ] {
+            let e = RepoConfig::parse(text).unwrap_err();
+            assert_eq!(e.line, line, "{text}: {e}");
+            assert!(e.message.contains(needle), "{text}: {e}");
+        }
     }
 
     #[test]

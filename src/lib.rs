@@ -34,6 +34,8 @@ pub struct CheckRequest {
     pub head: Option<String>,
     pub policy_dirs: Vec<PathBuf>,
     pub evidence: Option<PathBuf>,
+    /// Gather evidence from Prometheus (`--prometheus`) for the STRICT scopes the change introduces.
+    pub prometheus: Option<std::sync::Arc<evidence::PrometheusSource>>,
     pub fail_on: Option<finding::FailOn>,
     pub today: chrono::NaiveDate,
     /// Render every root even with a base (not only the roots the change touches).
@@ -102,6 +104,7 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         changed_paths,
         extra_policies,
         evidence,
+        prometheus: req.prometheus.clone(),
         fail_on: req.fail_on,
         today: req.today,
         limits: manifest::Limits::default(),

@@ -39,6 +39,16 @@ enum Command {
         /// Telemetry evidence (JSON) for the mTLS rules.
         #[arg(long)]
         evidence: Option<PathBuf>,
+        /// Ask this Prometheus for zero-plaintext evidence for every scope the change
+        /// turns STRICT (credentials: MESHWARD_PROMETHEUS_BEARER_TOKEN, or _USERNAME
+        /// and _PASSWORD).
+        #[arg(long, value_name = "URL", conflicts_with = "evidence")]
+        prometheus: Option<String>,
+        /// The evidence window [default: the config file's evidence.prometheus.window, else 7d].
+        #[arg(long, value_name = "DURATION", requires = "prometheus")]
+        evidence_window: Option<String>,
+        #[command(flatten)]
+        prometheus_client: Box<meshward::config::PrometheusClientArgs>,
         /// Severity at or above which findings fail the run [default: error, or the config file's].
         #[arg(long, value_enum)]
         fail_on: Option<FailOn>,
@@ -50,7 +60,7 @@ enum Command {
         render_all: bool,
     },
     /// Run the GitHub App service: webhooks in, a durable job queue, history stored.
-    Serve(meshward::service::ServeArgs),
+    Serve(Box<meshward::service::ServeArgs>),
     /// Apply the history store's database migrations.
     Migrate(meshward::service::MigrateArgs),
     /// Policy tools.
@@ -95,6 +105,34 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--prometheus URL`: that server, whatever the repository names; the window from
+/// `--evidence-window`, else the repository's, else 7d.
+fn prometheus_source(
+    url: String,
+    window: Option<String>,
+    client: &meshward::config::PrometheusClientArgs,
+) -> anyhow::Result<std::sync::Arc<meshward::evidence::PrometheusSource>> {
+    use anyhow::Context;
+    use meshward::evidence::prometheus::{check_url, SourceSettings};
+    check_url(&url)
+        .map_err(|e| anyhow::anyhow!(e.replace("`url`", "--prometheus")))
+        .context("--prometheus")?;
+    if let Some(w) = &window {
+        meshward::evidence::duration::parse(w)
+            .map_err(|e| anyhow::anyhow!("--evidence-window: {e}"))?;
+    }
+    Ok(std::sync::Arc::new(
+        meshward::evidence::PrometheusSource::new(SourceSettings {
+            url: Some(url),
+            url_from_repo: false,
+            window_override: window,
+            auth: client.auth()?,
+            timeout: client.timeout(),
+            ..SourceSettings::default()
+        }),
+    ))
+}
+
 fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check {
@@ -104,16 +142,30 @@ fn run(cli: Cli) -> ExitCode {
             format,
             policies,
             evidence,
+            prometheus,
+            evidence_window,
+            prometheus_client,
             fail_on,
             output,
             render_all,
         } => {
+            let prometheus = match prometheus
+                .map(|url| prometheus_source(url, evidence_window, &prometheus_client))
+                .transpose()
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("meshward: error: {e:#}");
+                    return ExitCode::from(2);
+                }
+            };
             let req = meshward::CheckRequest {
                 path,
                 base,
                 head,
                 policy_dirs: policies,
                 evidence,
+                prometheus,
                 fail_on,
                 today: chrono::Local::now().date_naive(),
                 render_all,
@@ -147,7 +199,7 @@ fn run(cli: Cli) -> ExitCode {
                 Verdict::Fail => ExitCode::from(1),
             }
         }
-        Command::Serve(args) => match meshward::service::serve_blocking(args) {
+        Command::Serve(args) => match meshward::service::serve_blocking(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("meshward: error: {e:#}");

@@ -1,6 +1,8 @@
 //! `meshward serve` and `meshward migrate`: configuration from flags and environment,
 //! and wiring the store, GitHub client, workers and HTTP server together.
 
+use crate::evidence::prometheus::{check_url, SourceSettings};
+use crate::evidence::PrometheusSource;
 use crate::github::{AppIdentity, GitHub, GitHubAuth, GitHubConfig, WebhookSecrets};
 use crate::jobs::{self, Clock, QueueConfig, Worker};
 use crate::server::{self, metrics::Metrics, AppState};
@@ -110,6 +112,22 @@ pub struct ServeArgs {
     /// Do not apply migrations at start (run `meshward migrate` separately).
     #[arg(long, env = "MESHWARD_SKIP_MIGRATIONS")]
     pub skip_migrations: bool,
+    /// Default Prometheus for zero-plaintext evidence (a repository's
+    /// evidence.prometheus.url, if allowed, wins).
+    #[arg(long, env = "MESHWARD_PROMETHEUS_URL")]
+    pub prometheus_url: Option<String>,
+    /// Further Prometheus URLs repositories may name, comma-separated (credentials are
+    /// sent to them too).
+    #[arg(long, env = "MESHWARD_PROMETHEUS_ALLOWED_URLS", value_delimiter = ',')]
+    pub prometheus_allowed_urls: Vec<String>,
+    /// Evidence window when a repository names none.
+    #[arg(long, env = "MESHWARD_EVIDENCE_WINDOW", default_value = "7d")]
+    pub evidence_window: String,
+    /// Seconds a Prometheus answer is reused for the same query.
+    #[arg(long, env = "MESHWARD_EVIDENCE_CACHE_SECS", default_value_t = 300)]
+    pub evidence_cache_secs: u64,
+    #[command(flatten)]
+    pub prometheus_client: crate::config::PrometheusClientArgs,
 }
 
 /// `meshward migrate`.
@@ -129,6 +147,8 @@ pub struct ServiceConfig {
     pub queue: QueueConfig,
     pub max_body_bytes: usize,
     pub skip_migrations: bool,
+    /// Where check jobs gather zero-plaintext evidence.
+    pub evidence: Arc<PrometheusSource>,
 }
 
 impl ServeArgs {
@@ -160,6 +180,27 @@ impl ServeArgs {
         if self.max_attempts < 1 {
             bail!("--max-attempts must be at least 1");
         }
+        let allowed_urls: Vec<String> = self
+            .prometheus_allowed_urls
+            .iter()
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect();
+        for url in self.prometheus_url.iter().chain(&allowed_urls) {
+            check_url(url).map_err(|e| anyhow::anyhow!("Prometheus URL: {e}"))?;
+        }
+        crate::evidence::duration::parse(&self.evidence_window)
+            .map_err(|e| anyhow::anyhow!("MESHWARD_EVIDENCE_WINDOW: {e}"))?;
+        let evidence = Arc::new(PrometheusSource::new(SourceSettings {
+            url: self.prometheus_url.clone().filter(|u| !u.trim().is_empty()),
+            allowed_urls,
+            url_from_repo: true,
+            window: self.evidence_window.clone(),
+            window_override: None,
+            auth: self.prometheus_client.auth()?,
+            timeout: self.prometheus_client.timeout(),
+            cache_ttl: Duration::from_secs(self.evidence_cache_secs),
+        }));
         Ok(ServiceConfig {
             listen: self.listen.clone(),
             secrets,
@@ -184,6 +225,7 @@ impl ServeArgs {
             },
             max_body_bytes: self.max_body_bytes,
             skip_migrations: self.skip_migrations,
+            evidence,
         })
     }
 }
@@ -274,7 +316,8 @@ pub async fn serve(config: ServiceConfig, store: Store, shutdown: CancellationTo
             metrics.clone(),
             config.queue.clone(),
             clock.clone(),
-        );
+        )
+        .with_evidence(config.evidence.clone());
         proto.public_url = config.public_url.clone();
         Some(jobs::spawn_pool(&proto, shutdown.clone(), wake.clone()))
     } else {

@@ -123,6 +123,10 @@ async fn binary_starts_as_the_deployment_does_and_is_ready() {
         ("MESHWARD_WEBHOOK_SECRET", "deploy-test-secret".to_string()),
         ("MESHWARD_GITHUB_APP_ID", "12345".to_string()),
         ("MESHWARD_API_TOKENS", "deploy-test-token".to_string()),
+        (
+            "MESHWARD_PROMETHEUS_BEARER_TOKEN",
+            "deploy-test-prometheus-token".to_string(),
+        ),
         ("TMPDIR", std::env::temp_dir().display().to_string()),
     ]
     .into();

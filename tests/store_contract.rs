@@ -398,7 +398,78 @@ async fn concurrent_claimers_never_share_a_job(store: Store) {
     assert_eq!(unique.len(), 60);
 }
 
+/// A run keeps the evidence its mTLS rules were judged on: numbers, queries, window,
+/// source and time, per namespace and per workload scope.
+async fn a_run_keeps_its_evidence(store: Store) {
+    let store = migrated(store).await;
+    let evidence: meshward::evidence::Evidence = serde_json::from_value(serde_json::json!({
+        "taken_at": "2026-11-30T12:00:00Z",
+        "window": "7d",
+        "source": "prometheus https://prometheus.internal (cluster=prod-eu1), retention 30d",
+        "namespaces": {
+            "shop": {"requests_total": 612, "requests_plaintext": 0,
+                     "tcp_connections_total": 61, "tcp_connections_plaintext": 0,
+                     "queries": {"requests_plaintext": "sum(increase(istio_requests_total{reporter=\"destination\"}[7d]))"}},
+            "web": {"error": "Prometheus https://prometheus.internal did not answer within 10s"}
+        },
+        "scopes": {
+            "workload:shop:app=legacy": {"requests_total": 40, "requests_plaintext": 12,
+                                         "workloads": ["legacy"], "taken_at": "2026-11-30T11:58:00Z"}
+        }
+    }))
+    .unwrap();
+    let mut report = report();
+    report.evidence = Some(evidence.clone());
+    let id = store
+        .enqueue(&job(9, &"e".repeat(40)), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let j = store.job(id).await.unwrap().unwrap();
+    let run_id = store
+        .insert_run(&run(&j, Some(&report), None))
+        .await
+        .unwrap();
+    let rows = store.evidence(run_id).await.unwrap();
+    let subjects: Vec<&str> = rows.iter().map(|r| r.subject.as_str()).collect();
+    assert_eq!(
+        subjects,
+        [
+            "namespace:shop",
+            "namespace:web",
+            "workload:shop:app=legacy"
+        ]
+    );
+    let shop = &rows[0];
+    assert_eq!((shop.requests_total, shop.tcp_connections_total), (612, 61));
+    assert_eq!(shop.window.as_deref(), Some("7d"));
+    assert_eq!(shop.taken_at_ms, Some(1_796_040_000_000));
+    assert!(shop.queries["requests_plaintext"].starts_with("sum(increase(istio_requests_total"));
+    assert!(shop.source.as_deref().unwrap().contains("cluster=prod-eu1"));
+    assert!(rows[1].error.as_deref().unwrap().contains("did not answer"));
+    let legacy = &rows[2];
+    assert_eq!(legacy.requests_plaintext, 12);
+    assert_eq!(legacy.workloads, vec!["legacy"]);
+    // The cached answer's own time, not the gathering's.
+    assert_eq!(legacy.taken_at_ms, Some(1_796_039_880_000));
+    // The stored report carries it too; a run without evidence has none.
+    let stored = store.run_report(run_id).await.unwrap().unwrap();
+    assert_eq!(stored.evidence, Some(evidence));
+    let plain = store
+        .insert_run(&run(&j, Some(&report_without_evidence()), None))
+        .await
+        .unwrap();
+    assert!(store.evidence(plain).await.unwrap().is_empty());
+}
+
+fn report_without_evidence() -> Report {
+    let mut r = report();
+    r.evidence = None;
+    r
+}
+
 contract!(
+    a_run_keeps_its_evidence,
     migrations_apply_and_readiness_follows,
     claim_complete_stores_run_findings_coverage,
     identical_jobs_coalesce_and_newer_heads_supersede,

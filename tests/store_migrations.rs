@@ -69,8 +69,18 @@ VALUES (1001, 7, '00112233445566778899', 'clusters/prod/payments.yaml', 'service
         'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 300, NULL, NULL);
 "#;
 
+/// Version 4 adds `evidence`: a run with the numbers its mTLS rules were judged on.
+const SEED_V4: &str = r#"
+INSERT INTO evidence (run_id, subject, source, time_window, taken_at_ms, requests_total, requests_plaintext,
+                      tcp_connections_total, tcp_connections_plaintext, queries, workloads, error)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'cccccccccccccccccccccccccccccccccccccccc'), 'namespace:egress',
+        'prometheus https://prometheus.internal', '7d', 150, 600, 0, 60, 0,
+        '{"requests_plaintext":"sum(increase(istio_requests_total{reporter=\"destination\",destination_workload_namespace=\"egress\",connection_security_policy!=\"mutual_tls\"}[7d]))"}',
+        '[]', NULL);
+"#;
+
 /// (schema version, rows written at that version), oldest first.
-const SEEDS: &[(i64, &str)] = &[(1, SEED_V1), (2, SEED_V2)];
+const SEEDS: &[(i64, &str)] = &[(1, SEED_V1), (2, SEED_V2), (4, SEED_V4)];
 
 async fn all_migrations_apply_to_an_empty_database(store: Store) {
     assert_eq!(
@@ -114,6 +124,15 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     let coverage = store.coverage(runs[0].id).await.unwrap();
     assert_eq!(coverage[0].total.workloads, 3);
     assert_eq!(coverage[0].namespaces[0].mtls_mode, "PERMISSIVE");
+    let evidence = store.evidence(runs[0].id).await.unwrap();
+    assert_eq!(evidence.len(), 1);
+    assert_eq!(evidence[0].subject, "namespace:egress");
+    assert_eq!(
+        (evidence[0].requests_total, evidence[0].requests_plaintext),
+        (600, 0)
+    );
+    assert!(evidence[0].queries["requests_plaintext"]
+        .contains("destination_workload_namespace=\"egress\""));
 
     // ... and the store keeps working on it: the seeded job is claimable, the seeded
     // delivery is still a duplicate, new rows get fresh ids.

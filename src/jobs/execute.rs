@@ -100,7 +100,7 @@ pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Resu
         }
     }
 
-    let checked = check(&client, job).await?;
+    let checked = check(&client, job, worker.evidence.clone()).await?;
     let plan = target.as_ref().map(|t| {
         publish::plan(
             &checked.report,
@@ -186,7 +186,12 @@ pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, ref
     }
 }
 
-async fn check(client: &RepoClient, job: &Job) -> Result<Checked> {
+/// `evidence`: where check jobs gather zero-plaintext evidence (baselines judge no change).
+async fn check(
+    client: &RepoClient,
+    job: &Job,
+    evidence: Option<std::sync::Arc<crate::evidence::PrometheusSource>>,
+) -> Result<Checked> {
     let base_sha = match job.kind {
         JobKind::Baseline => None,
         JobKind::Check => {
@@ -217,6 +222,7 @@ async fn check(client: &RepoClient, job: &Job) -> Result<Checked> {
     let repo_urls = vec![format!("https://github.com/{}", job.repo)];
     let head_label = short(&job.head_sha);
     let base_label = base_sha.as_deref().map(short);
+    let prometheus = evidence.filter(|_| job.kind == JobKind::Check);
     // The pipeline is CPU-bound and synchronous: off the async threads. The temp dirs
     // live until it is done (rendering reads files from them).
     let checked = tokio::task::spawn_blocking(move || -> Result<Checked> {
@@ -242,6 +248,7 @@ async fn check(client: &RepoClient, job: &Job) -> Result<Checked> {
         let opts = Options {
             repo_urls,
             changed_paths: changed_paths.clone(),
+            prometheus,
             ..Options::new(chrono::Local::now().date_naive())
         };
         let report = analysis::analyze(

@@ -128,6 +128,8 @@ pub struct Worker {
     pub clock: Clock,
     /// Unique among all workers on the database: it is the lease holder's name.
     pub name: String,
+    /// Where check jobs gather zero-plaintext evidence (None: they get none).
+    pub evidence: Option<Arc<crate::evidence::PrometheusSource>>,
     /// meshward's public address: check runs link to the run's page under it.
     pub public_url: Option<String>,
 }
@@ -163,6 +165,15 @@ impl Worker {
             clock,
             name: worker_name(),
             public_url: None,
+            evidence: None,
+        }
+    }
+
+    /// The same worker, gathering evidence for check jobs from `source`.
+    pub fn with_evidence(self, source: Arc<crate::evidence::PrometheusSource>) -> Worker {
+        Worker {
+            evidence: Some(source),
+            ..self
         }
     }
 

@@ -137,6 +137,9 @@ pub fn render(report: &Report, links: &Links) -> String {
     }
 
     coverage_table(&mut out, report);
+    if let Some(e) = &report.evidence {
+        out.push_str(&evidence_section(e));
+    }
 
     if !resolved.is_empty() {
         let _ = writeln!(
@@ -270,4 +273,151 @@ fn coverage_table(out: &mut String, report: &Report) {
         }
     }
     out.push('\n');
+}
+
+/// The telemetry evidence the mTLS rules were judged on: numbers per subject, and the
+/// queries, so a reviewer can rerun them over the same window.
+pub fn evidence_section(e: &crate::evidence::Evidence) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "### Telemetry evidence\n");
+    let mut header = Vec::new();
+    if let Some(source) = &e.source {
+        header.push(format!("Source: {}", cell(source)));
+    }
+    if let Some(w) = &e.window {
+        header.push(format!("window **{}**", cell(w)));
+    }
+    if let Some(t) = &e.taken_at {
+        header.push(format!("taken {}", cell(t)));
+    }
+    if !header.is_empty() {
+        let _ = writeln!(out, "{}\n", header.join(" · "));
+    }
+    let subjects: Vec<(String, &crate::evidence::TrafficEvidence)> = e.subjects().collect();
+    if subjects.is_empty() {
+        let _ = writeln!(out, "No scope was asked about.\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "| Scope | Requests plaintext / total | TCP connections plaintext / total | Result |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|");
+    // A PR comment has a size limit: the worst rows first, at most MAX_ROWS of them.
+    let mut subjects = subjects;
+    subjects.sort_by_key(|(key, t)| (rank(t), key.clone()));
+    for (key, t) in subjects.iter().take(MAX_ROWS) {
+        let (requests, tcp) = match &t.error {
+            Some(_) => ("–".to_string(), "–".to_string()),
+            None => (
+                format!("{} / {}", t.requests_plaintext, t.requests_total),
+                format!(
+                    "{} / {}",
+                    t.tcp_connections_plaintext, t.tcp_connections_total
+                ),
+            ),
+        };
+        let result = match &t.error {
+            Some(err) => format!("⚠️ no evidence: {}", cell(err)),
+            None if t.plaintext() > 0 => "❌ plaintext present".to_string(),
+            None if t.total() == 0 => "⚠️ no traffic (no data is not evidence)".to_string(),
+            None => "✅ zero plaintext".to_string(),
+        };
+        let cached = t
+            .taken_at
+            .as_ref()
+            .map(|at| format!(" (answer from {})", cell(at)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {} | {requests} | {tcp} | {result}{cached} |",
+            subject_label(key, t)
+        );
+    }
+    if subjects.len() > MAX_ROWS {
+        let _ = writeln!(
+            out,
+            "| … and {} more (all of them in the JSON report and the history) | | | |",
+            subjects.len() - MAX_ROWS
+        );
+    }
+    out.push('\n');
+    let with_queries: Vec<&(String, &crate::evidence::TrafficEvidence)> = subjects
+        .iter()
+        .take(MAX_QUERY_SUBJECTS)
+        .filter(|(_, t)| !t.queries.is_empty() || t.query.is_some())
+        .collect();
+    if !with_queries.is_empty() {
+        let _ = writeln!(
+            out,
+            "<details><summary>Queries (instant queries; rerun them in Prometheus)</summary>\n"
+        );
+        for (key, t) in with_queries {
+            let mut text: Vec<String> = t
+                .queries
+                .iter()
+                .map(|(name, q)| format!("# {name}\n{q}"))
+                .collect();
+            if let Some(q) = &t.query {
+                text.push(q.clone());
+            }
+            let body = text.join("\n");
+            let fence = "`".repeat(longest_backtick_run(&body).max(2) + 1);
+            let _ = writeln!(
+                out,
+                "{}:\n\n{fence}promql\n{body}\n{fence}\n",
+                subject_label(key, t)
+            );
+        }
+        let _ = writeln!(out, "</details>\n");
+    }
+    out
+}
+
+const MAX_ROWS: usize = 50;
+const MAX_QUERY_SUBJECTS: usize = 10;
+
+/// Order of rows: plaintext first, then no evidence, no traffic, zero plaintext.
+fn rank(t: &crate::evidence::TrafficEvidence) -> u8 {
+    match &t.error {
+        None if t.plaintext() > 0 => 0,
+        Some(_) => 1,
+        None if t.total() == 0 => 2,
+        None => 3,
+    }
+}
+
+/// `namespace:shop` → namespace `shop`; `workload:shop:app=cart` → the workloads.
+fn subject_label(key: &str, t: &crate::evidence::TrafficEvidence) -> String {
+    if let Some(ns) = key.strip_prefix("namespace:") {
+        return format!("namespace {}", code(ns));
+    }
+    let mut parts = key.splitn(3, ':');
+    let (_, ns, labels) = (parts.next(), parts.next(), parts.next());
+    let workloads = if t.workloads.is_empty() {
+        "workloads".to_string()
+    } else {
+        let names: Vec<String> = t.workloads.iter().map(|w| code(w)).collect();
+        format!("workloads {}", names.join(", "))
+    };
+    format!(
+        "{workloads} in {} (selector {})",
+        code(ns.unwrap_or("")),
+        code(labels.unwrap_or(""))
+    )
+}
+
+/// Inline code that survives backticks and pipes in the value.
+fn code(s: &str) -> String {
+    let s = cell(s);
+    let fence = "`".repeat(longest_backtick_run(&s) + 1);
+    if s.starts_with('`') || s.ends_with('`') {
+        format!("{fence} {s} {fence}")
+    } else {
+        format!("{fence}{s}{fence}")
+    }
+}
+
+fn longest_backtick_run(s: &str) -> usize {
+    s.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }

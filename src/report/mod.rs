@@ -22,6 +22,10 @@ pub struct Report {
     #[serde(default)]
     pub changes: Option<crate::changes::Changes>,
     pub summary: Summary,
+    /// The telemetry evidence the mTLS rules were judged on (from `--evidence`, or
+    /// gathered from Prometheus for the STRICT scopes the change introduces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::evidence::Evidence>,
     /// The mesh models, for the sections that explain a change. Not part of the JSON.
     #[serde(skip)]
     pub models: Models,

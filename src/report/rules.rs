@@ -41,7 +41,7 @@ pub const RULES: &[RuleDoc] = &[
         "Workloads without an Istio proxy do not enforce STRICT and cannot originate mTLS. Inject them or exclude them from the scope."),
     rule!("mtls/strict-without-evidence", "error", None,
         "STRICT mTLS without evidence of zero plaintext traffic",
-        "Provide telemetry evidence (istio_requests_total and istio_tcp_connections_opened_total, reporter=destination) showing traffic but no plaintext over the window."),
+        "Provide telemetry evidence (istio_requests_total and istio_tcp_connections_opened_total, reporter=destination) showing traffic but no plaintext over the window: from Prometheus (evidence.prometheus in .meshward.yaml, or meshward check --prometheus) or a file (--evidence). Unreachable Prometheus, errors, no traffic, or a window longer than retention count as no evidence."),
     rule!("mtls/plaintext-traffic-present", "error", None,
         "Plaintext traffic still reaches a scope switched to STRICT",
         "Those clients will get no response (curl 000) under STRICT. Give them a sidecar first, then switch."),

@@ -98,6 +98,27 @@ pub fn render(report: &Report, color: bool) -> String {
         t.workload_entries_selected,
         t.workload_entries_total
     );
+    if let Some(e) = &report.evidence {
+        let _ = writeln!(
+            out,
+            "  evidence: {} over {}",
+            e.source.as_deref().unwrap_or("(no source given)"),
+            e.window.as_deref().unwrap_or("(no window given)")
+        );
+        for (subject, t) in e.subjects() {
+            let what = match &t.error {
+                Some(err) => format!("no evidence: {err}"),
+                None => format!(
+                    "{} of {} requests and {} of {} TCP connections plaintext",
+                    t.requests_plaintext,
+                    t.requests_total,
+                    t.tcp_connections_plaintext,
+                    t.tcp_connections_total
+                ),
+            };
+            let _ = writeln!(out, "    {subject}: {what}");
+        }
+    }
     for n in &s.notes {
         let _ = writeln!(out, "  note: {n}");
     }

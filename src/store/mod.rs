@@ -275,6 +275,31 @@ macro_rules! insert_run {
                     qb.build().execute(&mut *$tx).await?;
                 }
             }
+            if let Some(evidence) = &report.evidence {
+                let rows = EvidenceRecord::of(evidence);
+                for chunk in rows.chunks(200) {
+                    let mut qb = sqlx::QueryBuilder::new(
+                        "INSERT INTO evidence (run_id, subject, source, time_window, taken_at_ms, requests_total, \
+                             requests_plaintext, tcp_connections_total, tcp_connections_plaintext, queries, \
+                             workloads, error) ",
+                    );
+                    qb.push_values(chunk, |mut b, e| {
+                        b.push_bind(run_id)
+                            .push_bind(e.subject.clone())
+                            .push_bind(e.source.clone())
+                            .push_bind(e.window.clone())
+                            .push_bind(e.taken_at_ms)
+                            .push_bind(e.requests_total)
+                            .push_bind(e.requests_plaintext)
+                            .push_bind(e.tcp_connections_total)
+                            .push_bind(e.tcp_connections_plaintext)
+                            .push_bind(serde_json::to_string(&e.queries).unwrap_or_else(|_| "{}".into()))
+                            .push_bind(serde_json::to_string(&e.workloads).unwrap_or_else(|_| "[]".into()))
+                            .push_bind(e.error.clone());
+                    });
+                    qb.build().execute(&mut *$tx).await?;
+                }
+            }
         }
         run_id
     }};
@@ -880,6 +905,35 @@ impl Store {
                         message: r.try_get("message")?,
                         istio_code: r.try_get("istio_code")?,
                         field_path: r.try_get("field_path")?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// The evidence a run was judged on, by subject.
+    pub async fn evidence(&self, run_id: i64) -> Result<Vec<EvidenceRecord>> {
+        let sql = "SELECT subject, source, time_window, taken_at_ms, requests_total, requests_plaintext, \
+                       tcp_connections_total, tcp_connections_plaintext, queries, workloads, error \
+                   FROM evidence WHERE run_id = $1 ORDER BY subject";
+        with_pool!(self, p => {
+            let rows = sqlx::query(sql).bind(run_id).fetch_all(p).await?;
+            rows.iter()
+                .map(|r| -> Result<EvidenceRecord> {
+                    let queries: String = r.try_get("queries")?;
+                    let workloads: String = r.try_get("workloads")?;
+                    Ok(EvidenceRecord {
+                        subject: r.try_get("subject")?,
+                        source: r.try_get("source")?,
+                        window: r.try_get("time_window")?,
+                        taken_at_ms: r.try_get("taken_at_ms")?,
+                        requests_total: r.try_get("requests_total")?,
+                        requests_plaintext: r.try_get("requests_plaintext")?,
+                        tcp_connections_total: r.try_get("tcp_connections_total")?,
+                        tcp_connections_plaintext: r.try_get("tcp_connections_plaintext")?,
+                        queries: serde_json::from_str(&queries).context("stored evidence queries")?,
+                        workloads: serde_json::from_str(&workloads).context("stored evidence workloads")?,
+                        error: r.try_get("error")?,
                     })
                 })
                 .collect()

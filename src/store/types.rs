@@ -291,6 +291,57 @@ pub struct FindingRecord {
     pub field_path: String,
 }
 
+/// The evidence about one subject that a run's mTLS rules were judged on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvidenceRecord {
+    /// `namespace:<ns>` or `workload:<ns>:<labels>`.
+    pub subject: String,
+    pub source: Option<String>,
+    pub window: Option<String>,
+    /// When the numbers were taken (ms since the epoch).
+    pub taken_at_ms: Option<i64>,
+    pub requests_total: i64,
+    pub requests_plaintext: i64,
+    pub tcp_connections_total: i64,
+    pub tcp_connections_plaintext: i64,
+    /// Number name → PromQL (`query` for evidence files with one query).
+    pub queries: std::collections::BTreeMap<String, String>,
+    pub workloads: Vec<String>,
+    pub error: Option<String>,
+}
+
+impl EvidenceRecord {
+    /// The rows a run's evidence becomes.
+    pub fn of(e: &crate::evidence::Evidence) -> Vec<EvidenceRecord> {
+        let ms = |t: Option<&String>| {
+            t.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.timestamp_millis())
+        };
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        e.subjects()
+            .map(|(subject, t)| {
+                let mut queries = t.queries.clone();
+                if let Some(q) = &t.query {
+                    queries.insert("query".into(), q.clone());
+                }
+                EvidenceRecord {
+                    subject,
+                    source: e.source.clone(),
+                    window: e.window.clone(),
+                    taken_at_ms: ms(t.taken_at.as_ref().or(e.taken_at.as_ref())),
+                    requests_total: n(t.requests_total),
+                    requests_plaintext: n(t.requests_plaintext),
+                    tcp_connections_total: n(t.tcp_connections_total),
+                    tcp_connections_plaintext: n(t.tcp_connections_plaintext),
+                    queries,
+                    workloads: t.workloads.clone(),
+                    error: t.error.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoverageRecord {
     /// `base` or `head`.

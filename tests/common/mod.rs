@@ -116,6 +116,7 @@ pub fn request(path: &Path) -> meshward::CheckRequest {
         head: None,
         policy_dirs: Vec::new(),
         evidence: None,
+        prometheus: None,
         fail_on: None,
         today: today(),
         render_all: false,
