@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod config;
+pub mod dashboard;
 pub mod evidence;
 pub mod finding;
 pub mod github;
@@ -18,6 +19,7 @@ pub mod report;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod trends;
 pub mod workspace;
 
 use analysis::{CheckError, Options, Revision};
