@@ -32,10 +32,14 @@ impl Api {
         let app = server::router(state);
         let (status, body) = send(&app, get("/api/v1/openapi.json", None)).await;
         assert_eq!(status, 200, "the OpenAPI document needs no token");
-        Api {
+        let api = Api {
             app,
             openapi: serde_json::from_str(&body).expect("openapi json"),
-        }
+        };
+        // The schema check is not vacuous: a wrong shape fails it.
+        let bad = serde_json::json!({"repos": [{"repo": 1, "installed": true}]});
+        assert!(!api.schema_errors(&bad, "RepoList").is_empty(), "a wrong shape must not conform");
+        api
     }
 
     /// GETs `path` with the test token; checks the answer against the OpenAPI schema
@@ -50,17 +54,21 @@ impl Api {
     }
 
     fn conforms(&self, json: &Value, schema: &str) {
+        let errors = self.schema_errors(json, schema);
+        assert!(errors.is_empty(), "does not match {schema}: {errors:#?}\n{json:#}");
+    }
+
+    fn schema_errors(&self, json: &Value, schema: &str) -> Vec<String> {
         let root = serde_json::json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "$ref": format!("#/components/schemas/{schema}"),
             "components": self.openapi["components"],
         });
         let validator = jsonschema::validator_for(&root).expect("schema compiles");
-        let errors: Vec<String> = validator
+        validator
             .iter_errors(json)
             .map(|e| format!("{} at {}", e, e.instance_path))
-            .collect();
-        assert!(errors.is_empty(), "does not match {schema}: {errors:#?}\n{json:#}");
+            .collect()
     }
 }
 

@@ -110,7 +110,11 @@ pub fn params(
             message: format!(
                 "unknown parameter `{}`; this endpoint takes {}",
                 k.chars().take(40).collect::<String>(),
-                allowed.join(", ")
+                if allowed.is_empty() {
+                    "none".to_string()
+                } else {
+                    allowed.join(", ")
+                }
             ),
         }),
     }

@@ -194,10 +194,10 @@ impl Store {
                 .map(|r| -> Result<BucketRow> {
                     let outcome = RunOutcome::parse(&r.try_get::<String, _>("outcome")?)?;
                     let metrics = match q.namespace {
-                        None => total_coverage!(r).map(|coverage| Metrics {
-                            coverage,
-                            findings: run_findings!(r),
-                        }),
+                        None => {
+                            let findings = run_findings!(r);
+                            total_coverage!(r).map(|coverage| Metrics { coverage, findings })
+                        }
                         Some(_) => namespace_metrics!(r),
                     };
                     Ok(BucketRow {
@@ -286,16 +286,14 @@ impl Store {
             let rows = sqlx::query(&sql).fetch_all(p).await?;
             rows.iter()
                 .map(|r| -> Result<RepoOverview> {
-                    let latest = match r.try_get::<Option<i64>, _>("run_id")? {
-                        None => None,
-                        Some(run_id) => total_coverage!(r).map(|coverage| -> Result<LatestBaseline> {
-                            Ok(LatestBaseline {
-                                run_id,
-                                head_sha: r.try_get("head_sha")?,
-                                finished_at_ms: r.try_get("finished_at_ms")?,
-                                metrics: Metrics { coverage, findings: run_findings!(r) },
-                            })
-                        }).transpose()?,
+                    let latest = match (r.try_get::<Option<i64>, _>("run_id")?, total_coverage!(r)) {
+                        (Some(run_id), Some(coverage)) => Some(LatestBaseline {
+                            run_id,
+                            head_sha: r.try_get("head_sha")?,
+                            finished_at_ms: r.try_get("finished_at_ms")?,
+                            metrics: Metrics { coverage, findings: run_findings!(r) },
+                        }),
+                        _ => None,
                     };
                     Ok(RepoOverview {
                         repo_id: r.try_get("github_id")?,

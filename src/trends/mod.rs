@@ -531,7 +531,7 @@ mod tests {
         let e = Range::new(Some("5000d"), None, Interval::Hour, NOW)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("120001 hours; at most 5000"), "{e}");
+        assert!(e.contains("120000 hours; at most 5000"), "{e}");
         assert!(Interval::parse("month").is_err());
     }
 }

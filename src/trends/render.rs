@@ -66,7 +66,7 @@ pub fn table(series: &Series) -> String {
         series.to
     ));
     out.push_str(&format!(
-        "{} buckets: {with} with a baseline, {} without (gaps are blank)\n",
+        "{} buckets: {with} with coverage, {} without (blank in the trend)\n",
         series.points.len(),
         series.gaps()
     ));
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn sparklines_scale_between_min_and_max_and_leave_gaps_blank() {
-        assert_eq!(sparkline(&[Some(0), Some(7), None, Some(14)]), "▁▄ █");
+        assert_eq!(sparkline(&[Some(0), Some(7), None, Some(14)]), "▁▅ █");
         assert_eq!(sparkline(&[Some(5), Some(5)]), "▄▄");
         assert_eq!(sparkline(&[None, None]), "  ");
     }
