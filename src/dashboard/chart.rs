@@ -44,6 +44,15 @@ fn nice_max(max: i64) -> i64 {
     }
 }
 
+/// 0, the middle when it is a whole number, and the top.
+fn ticks(y_max: i64) -> Vec<i64> {
+    if y_max % 2 == 0 {
+        vec![0, y_max / 2, y_max]
+    } else {
+        vec![0, y_max]
+    }
+}
+
 fn fmt(v: f64) -> String {
     format!("{v:.1}")
 }
@@ -81,7 +90,7 @@ pub fn render(c: &Chart) -> Markup {
                         }
                     }
                 }
-                @for tick in [0, y_max / 2, y_max] {
+                @for tick in ticks(y_max) {
                     line.grid x1=(fmt(LEFT)) x2=(fmt(W - RIGHT)) y1=(fmt(y(tick))) y2=(fmt(y(tick))) {}
                     text.ylabel x=(fmt(LEFT - 6.0)) y=(fmt(y(tick) + 4.0)) text-anchor="end" { (tick) }
                 }

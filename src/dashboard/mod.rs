@@ -259,7 +259,7 @@ pub fn repo_page(p: &RepoPage) -> String {
                         div.card { "namespaces STRICT" b { (pct(c.namespaces_strict, c.namespaces)) } span.muted { (c.namespaces_strict) " of " (c.namespaces) } }
                         div.card { "selectors effective" b { (pct(c.selectors_effective, c.selectors_effective + c.selectors_ineffective)) } span.muted { (c.selectors_ineffective) " select nothing" } }
                         div.card { "WorkloadEntries selected" b { (pct(c.workload_entries_selected, c.workload_entries_total)) } span.muted { (c.workload_entries_selected) " of " (c.workload_entries_total) } }
-                        div.card { "findings" b { (m.findings.error) " errors" } span.muted { (m.findings.warning) " warnings, " (m.findings.info) " info" } }
+                        div.card { "findings" b { (m.findings.error) @if m.findings.error == 1 { " error" } @else { " errors" } } span.muted { (m.findings.warning) " warnings, " (m.findings.info) " info" } }
                     }
                 }
                 None => { p.error #no-data { "No baseline with coverage in this range." } }
