@@ -522,4 +522,31 @@ mod tests {
         assert!(none.secrets.is_empty());
         assert!(config(&["--max-attempts", "0"]).is_err());
     }
+
+    #[test]
+    fn trends_settings_tokens_retention_and_links() {
+        let c = config(&[]).unwrap();
+        assert!(c.api.tokens.is_empty(), "no tokens: API and dashboard off");
+        assert_eq!(c.api.session_ttl, Duration::from_secs(12 * 3600));
+        assert_eq!(c.pr_run_retention, Some(Duration::from_secs(90 * 86_400)));
+        assert_eq!(c.api.github_web_url, "https://github.com");
+        let c = config(&[
+            "--api-tokens",
+            "0123456789abcdef,fedcba9876543210",
+            "--pr-run-retention-days",
+            "0",
+            "--session-hours",
+            "1",
+            "--github-api-url",
+            "https://ghe.example.com/api/v3/",
+        ])
+        .unwrap();
+        assert_eq!(c.api.tokens.len(), 2);
+        assert_eq!(c.pr_run_retention, None, "0 keeps every run");
+        assert_eq!(c.api.session_ttl, Duration::from_secs(3600));
+        assert_eq!(c.api.github_web_url, "https://ghe.example.com");
+        let short = config(&["--api-tokens", "short"]).err().expect("refused");
+        assert!(format!("{short:#}").contains("shorter than 16"), "{short:#}");
+        assert!(config(&["--session-hours", "0"]).is_err());
+    }
 }

@@ -417,6 +417,24 @@ async fn retention_deletes_old_pr_runs_and_keeps_baselines(store: Store) {
     assert!(store.findings(old_check).await.unwrap().is_empty(), "findings go with the run");
     assert!(store.coverage(old_check).await.unwrap().is_empty(), "coverage goes with the run");
     assert_eq!(store.prune_check_runs(T0 + 3 * DAY).await.unwrap(), 0);
+
+    // The service's loop: with a 20-day retention on 2026-11-25, the two PR runs of
+    // 2026-11-05 go; it counts them and stops when the service does.
+    let metrics = Metrics::new();
+    let stop = tokio_util::sync::CancellationToken::new();
+    stop.cancel();
+    meshward::service::retention_loop(
+        store.clone(),
+        metrics.clone(),
+        Clock::manual(T0 + 24 * DAY),
+        std::time::Duration::from_secs(20 * 86_400),
+        std::time::Duration::from_secs(3600),
+        stop,
+    )
+    .await;
+    assert_eq!(metrics.runs_pruned.get(), 2);
+    let left = store.runs(&RunFilter::default()).await.unwrap();
+    assert!(left.iter().all(|r| r.kind == JobKind::Baseline), "{left:#?}");
 }
 
 contract!(
