@@ -418,7 +418,7 @@ async fn retention_deletes_old_pr_runs_and_keeps_baselines(store: Store) {
     assert!(store.coverage(old_check).await.unwrap().is_empty(), "coverage goes with the run");
     assert_eq!(store.prune_check_runs(T0 + 3 * DAY).await.unwrap(), 0);
 
-    // The service's loop: with a 20-day retention on 2026-11-25, the two PR runs of
+    // The service's loop: with a 20-day retention on 2026-11-26, the two PR runs of
     // 2026-11-05 go; it counts them and stops when the service does.
     let metrics = Metrics::new();
     let stop = tokio_util::sync::CancellationToken::new();
@@ -426,7 +426,7 @@ async fn retention_deletes_old_pr_runs_and_keeps_baselines(store: Store) {
     meshward::service::retention_loop(
         store.clone(),
         metrics.clone(),
-        Clock::manual(T0 + 24 * DAY),
+        Clock::manual(T0 + 25 * DAY),
         std::time::Duration::from_secs(20 * 86_400),
         std::time::Duration::from_secs(3600),
         stop,
