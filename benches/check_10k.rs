@@ -5,15 +5,12 @@
 //! `cargo bench --bench check_10k` runs it; under `cargo test` it runs once on a
 //! small tree as a smoke test.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
-
-fn write(root: &Path, path: &str, text: &str) {
-    let p = root.join(path);
-    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    std::fs::write(p, text).expect("write");
-}
+use support::{git, median, write};
 
 /// One namespace's worth of config: ~100 resources.
 fn namespace(root: &Path, n: usize, changed: bool) -> usize {
@@ -54,25 +51,6 @@ fn namespace(root: &Path, n: usize, changed: bool) -> usize {
         );
     }
     count
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@example.com",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 fn generate(root: &Path, namespaces: usize) -> usize {
@@ -122,11 +100,6 @@ fn run(bin: &Path, repo: &Path) -> (f64, f64, i32) {
         .and_then(|l| l.trim().parse().ok())
         .unwrap_or_else(|| panic!("no RSS in {stderr}"));
     (secs, kb / 1024.0, out.status.code().unwrap_or(-1))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn main() {

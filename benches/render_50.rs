@@ -2,34 +2,12 @@
 //! selection (1 root rendered per revision) and with `--render-all` (50 per revision).
 //! `cargo bench --bench render_50`; under `cargo test` a small smoke run.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
-
-fn write(root: &Path, path: &str, text: &str) {
-    let p = root.join(path);
-    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    std::fs::write(p, text).expect("write");
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@example.com",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
-}
+use support::{git, median, write};
 
 fn overlay(root: &Path, i: usize, replicas: usize) {
     write(
@@ -91,11 +69,6 @@ fn run(bin: &Path, repo: &Path, all: bool) -> f64 {
         "meshward failed: {status}"
     );
     start.elapsed().as_secs_f64()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn main() {

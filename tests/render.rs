@@ -236,3 +236,20 @@ fn only_roots_the_change_touches_are_rendered() {
         Status::Existing
     );
 }
+
+#[test]
+fn applicationset_git_directories_render_with_their_template() {
+    let report = check_dir(&render_fixture("appset"));
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    // The template's destination namespace, from the directory's basename.
+    assert_eq!(
+        f[0].resource.as_ref().and_then(|r| r.namespace.as_deref()),
+        Some("egress-prod")
+    );
+    assert_eq!(f[0].file, "envs/prod/partner-api.yaml");
+    // A generator meshward does not expand is said, not skipped.
+    let ext = with_rule(&report, "render/external-source");
+    assert_eq!(ext.len(), 1, "{:#?}", report.findings);
+    assert!(ext[0].message.contains("matrix generator"));
+}

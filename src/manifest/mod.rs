@@ -238,6 +238,13 @@ fn collect_objects(node: Node, file: &str, default_namespace: &str, out: &mut Lo
         out.skipped_documents += 1;
         return;
     };
+    // kustomize's own config files look like objects but are never applied.
+    if api_version.starts_with("kustomize.config.k8s.io/")
+        || api_version.starts_with("config.kubernetes.io/")
+    {
+        out.skipped_documents += 1;
+        return;
+    }
     if kind == "List" || (kind.ends_with("List") && node.get("items").is_some()) {
         if let Some(Node {
             value: yaml::Value::Seq(items),

@@ -449,7 +449,7 @@ pub fn plan(
             Severity::Info,
             &e.file,
             e.line,
-            format!("{} was not rendered: {}. Its objects are not checked here; check that repository with meshward too.", e.resource, e.what),
+            format!("{} was not rendered: {}.", e.resource, e.what),
         ));
     }
     let mut planned: Vec<PlannedRoot> = discovery

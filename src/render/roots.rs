@@ -198,7 +198,17 @@ pub fn app_sources(
                 }
             }
             (api, "ApplicationSet") if api.starts_with("argoproj.io/") => {
-                for (params, _) in appset_params(&r.body, &same_repo, applicationset_dirs) {
+                let (param_sets, unexpanded) =
+                    appset_params(&r.body, &same_repo, applicationset_dirs);
+                for what in unexpanded {
+                    external.push(ExternalSource {
+                        resource: r.id.clone(),
+                        file: r.file.clone(),
+                        line: r.line_of(&[Json::from("spec"), Json::from("generators")]),
+                        what: format!("it uses {what}, so the applications it generates from it are not checked"),
+                    });
+                }
+                for params in param_sets {
                     let Some(template) = r.body.pointer("/spec/template") else {
                         continue;
                     };
@@ -319,7 +329,7 @@ fn argo_app(
                 resource: r.id.clone(),
                 file: r.file.clone(),
                 line: r.line_of(&[Json::from("spec")]),
-                what: format!("its source {url} is not this repository (add its URL to render.repo_urls in .meshward.yaml if it is)"),
+                what: format!("its source {url} is not this repository, so its objects are not checked here (add the URL to render.repo_urls in .meshward.yaml if it is this repository; otherwise check that repository with meshward too)"),
             });
             continue;
         }
@@ -386,65 +396,97 @@ fn argo_app(
     }
 }
 
-/// Parameter sets of an ApplicationSet's list and git-directory generators.
+/// Parameter sets of an ApplicationSet's list and git-directory generators, and the
+/// generators meshward does not expand (each reported, never skipped silently).
 fn appset_params(
     body: &Json,
     same_repo: &dyn Fn(&str) -> bool,
     dirs: &dyn Fn(&str) -> Vec<String>,
-) -> Vec<(BTreeMap<String, String>, ())> {
+) -> (Vec<BTreeMap<String, String>>, Vec<String>) {
     let mut out = Vec::new();
+    let mut unexpanded = Vec::new();
     for generator in body
         .pointer("/spec/generators")
         .and_then(Json::as_array)
         .into_iter()
         .flatten()
     {
-        if let Some(elements) = generator.pointer("/list/elements").and_then(Json::as_array) {
-            for e in elements {
-                let mut params = BTreeMap::new();
-                flatten("", e, &mut params);
-                out.push((params, ()));
-            }
-        }
-        if let Some(git) = generator.get("git") {
-            let url = git
-                .get("repoURL")
-                .and_then(Json::as_str)
-                .unwrap_or_default();
-            if !same_repo(url) {
-                continue;
-            }
-            for d in git
-                .get("directories")
-                .and_then(Json::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if d.get("exclude").and_then(Json::as_bool) == Some(true) {
-                    continue;
-                }
-                let Some(pattern) = d.get("path").and_then(Json::as_str) else {
-                    continue;
-                };
-                for dir in dirs(pattern) {
-                    let mut params = BTreeMap::new();
-                    let basename = dir.rsplit('/').next().unwrap_or(&dir).to_string();
-                    for (i, seg) in dir.split('/').enumerate() {
-                        params.insert(format!("path[{i}]"), seg.to_string());
+        let Some(gen) = generator.as_object() else {
+            continue;
+        };
+        for (kind, spec) in gen {
+            match kind.as_str() {
+                "list" => {
+                    for e in spec
+                        .get("elements")
+                        .and_then(Json::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        let mut params = BTreeMap::new();
+                        flatten("", e, &mut params);
+                        out.push(params);
                     }
-                    params.insert("path".into(), dir.clone());
-                    params.insert("path.path".into(), dir.clone());
-                    params.insert("path.basename".into(), basename.clone());
-                    params.insert(
-                        "path.basenameNormalized".into(),
-                        basename.replace(['_', '.'], "-").to_lowercase(),
-                    );
-                    out.push((params, ()));
                 }
+                "git" => {
+                    let url = spec
+                        .get("repoURL")
+                        .and_then(Json::as_str)
+                        .unwrap_or_default();
+                    if !same_repo(url) {
+                        unexpanded.push(format!("a git generator over {url}, another repository"));
+                        continue;
+                    }
+                    if spec.get("files").is_some() {
+                        unexpanded.push(
+                            "a git files generator (not expanded by meshward yet)".to_string(),
+                        );
+                    }
+                    let entries: Vec<&Json> = spec
+                        .get("directories")
+                        .and_then(Json::as_array)
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                    let pattern_of =
+                        |d: &&Json| d.get("path").and_then(Json::as_str).map(str::to_string);
+                    let excluded: BTreeSet<String> = entries
+                        .iter()
+                        .filter(|d| d.get("exclude").and_then(Json::as_bool) == Some(true))
+                        .filter_map(pattern_of)
+                        .flat_map(|p| dirs(&p))
+                        .collect();
+                    let included: BTreeSet<String> = entries
+                        .iter()
+                        .filter(|d| d.get("exclude").and_then(Json::as_bool) != Some(true))
+                        .filter_map(pattern_of)
+                        .flat_map(|p| dirs(&p))
+                        .collect();
+                    for dir in included.difference(&excluded) {
+                        out.push(directory_params(dir));
+                    }
+                }
+                other => unexpanded.push(format!("a {other} generator (not expanded by meshward)")),
             }
         }
     }
-    out
+    (out, unexpanded)
+}
+
+fn directory_params(dir: &str) -> BTreeMap<String, String> {
+    let mut params = BTreeMap::new();
+    let basename = dir.rsplit('/').next().unwrap_or(dir).to_string();
+    for (i, seg) in dir.split('/').enumerate() {
+        params.insert(format!("path[{i}]"), seg.to_string());
+    }
+    params.insert("path".into(), dir.to_string());
+    params.insert("path.path".into(), dir.to_string());
+    params.insert(
+        "path.basenameNormalized".into(),
+        basename.replace(['_', '.'], "-").to_lowercase(),
+    );
+    params.insert("path.basename".into(), basename);
+    params
 }
 
 fn flatten(prefix: &str, v: &Json, out: &mut BTreeMap<String, String>) {
