@@ -159,14 +159,19 @@ async fn measure(label: &str, store: Store, n: i64, iterations: usize) {
     assert_eq!(series.points.len(), 90);
     let with_data = series.points.len() - series.gaps();
     if n >= 100_000 {
-        assert!(with_data > 80, "the seeded repo has baselines most days: {with_data}");
+        assert!(
+            with_data > 80,
+            "the seeded repo has baselines most days: {with_data}"
+        );
     }
 
     let s = store.clone();
     let daily = time(iterations, || {
         let s = s.clone();
         async move {
-            trends::load_series(&s, repo, None, &range).await.expect("series");
+            trends::load_series(&s, repo, None, &range)
+                .await
+                .expect("series");
         }
     })
     .await;
@@ -198,7 +203,10 @@ async fn measure(label: &str, store: Store, n: i64, iterations: usize) {
     let overview = time(iterations.min(20), || {
         let s = s.clone();
         async move {
-            assert_eq!(s.repo_overview().await.expect("overview").len() as i64, REPOS);
+            assert_eq!(
+                s.repo_overview().await.expect("overview").len() as i64,
+                REPOS
+            );
         }
     })
     .await;
@@ -217,10 +225,8 @@ async fn measure(label: &str, store: Store, n: i64, iterations: usize) {
         max_attempts: 3,
         max_body_bytes: 1024,
         api: ApiConfig {
-            tokens: server::auth::ApiTokens::parse(&secrecy::SecretString::from(
-                TOKEN.to_string(),
-            ))
-            .expect("token"),
+            tokens: server::auth::ApiTokens::parse(&secrecy::SecretString::from(TOKEN.to_string()))
+                .expect("token"),
             ..Default::default()
         },
     };
@@ -229,12 +235,11 @@ async fn measure(label: &str, store: Store, n: i64, iterations: usize) {
         let app = app.clone();
         async move {
             use tower::ServiceExt;
-            let req = http::Request::get(
-                "/api/v1/repos/org-0/repo-250/coverage?from=90d&interval=day",
-            )
-            .header("authorization", format!("Bearer {TOKEN}"))
-            .body(axum::body::Body::empty())
-            .expect("request");
+            let req =
+                http::Request::get("/api/v1/repos/org-0/repo-250/coverage?from=90d&interval=day")
+                    .header("authorization", format!("Bearer {TOKEN}"))
+                    .body(axum::body::Body::empty())
+                    .expect("request");
             let resp = app.oneshot(req).await.expect("response");
             assert_eq!(resp.status(), 200);
             axum::body::to_bytes(resp.into_body(), usize::MAX)

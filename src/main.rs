@@ -50,7 +50,7 @@ enum Command {
         render_all: bool,
     },
     /// Run the GitHub App service: webhooks in, a durable job queue, history stored.
-    Serve(meshward::service::ServeArgs),
+    Serve(Box<meshward::service::ServeArgs>),
     /// Apply the history store's database migrations.
     Migrate(meshward::service::MigrateArgs),
     /// Show a repository's mesh coverage over time, from the history store.
@@ -149,7 +149,7 @@ fn run(cli: Cli) -> ExitCode {
                 Verdict::Fail => ExitCode::from(1),
             }
         }
-        Command::Serve(args) => match meshward::service::serve_blocking(args) {
+        Command::Serve(args) => match meshward::service::serve_blocking(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("meshward: error: {e:#}");

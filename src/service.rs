@@ -49,7 +49,10 @@ impl DbArgs {
                     .or_else(|| url.strip_prefix("sqlite:"))
                 {
                     let path = path.split('?').next().unwrap_or(path);
-                    if !path.is_empty() && path != ":memory:" && !std::path::Path::new(path).exists() {
+                    if !path.is_empty()
+                        && path != ":memory:"
+                        && !std::path::Path::new(path).exists()
+                    {
                         bail!("no database at {path} (DATABASE_URL)");
                     }
                 }
@@ -66,7 +69,9 @@ impl DbArgs {
                 Store::open_sqlite(&path).await?
             }
         };
-        store.ready().await.context("the history store cannot be read: run `meshward migrate` with this build first")?;
+        store.ready().await.context(
+            "the history store cannot be read: run `meshward migrate` with this build first",
+        )?;
         Ok(store)
     }
 }
@@ -103,7 +108,8 @@ pub fn trends_blocking(args: TrendsArgs) -> Result<String> {
         .map_err(|e| anyhow::anyhow!("--{e}"))?;
     runtime()?.block_on(async {
         let store = args.db.open_existing().await?;
-        let series = trends::load_series(&store, &args.repo, args.namespace.as_deref(), &range).await;
+        let series =
+            trends::load_series(&store, &args.repo, args.namespace.as_deref(), &range).await;
         store.close().await;
         trends::render::render(&series?, args.format)
     })
@@ -343,9 +349,16 @@ pub async fn retention_loop(
             Ok(0) => {}
             Ok(n) => {
                 metrics.runs_pruned.inc_by(n);
-                tracing::info!(deleted = n, older_than_days = age.as_secs() / 86_400, "retention: PR runs deleted");
+                tracing::info!(
+                    deleted = n,
+                    older_than_days = age.as_secs() / 86_400,
+                    "retention: PR runs deleted"
+                );
             }
-            Err(e) => tracing::warn!(error = format!("{e:#}"), "retention: cannot delete old PR runs"),
+            Err(e) => tracing::warn!(
+                error = format!("{e:#}"),
+                "retention: cannot delete old PR runs"
+            ),
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -421,7 +434,9 @@ pub async fn serve(config: ServiceConfig, store: Store, shutdown: CancellationTo
         api: config.api,
     };
     if state.api.tokens.is_empty() {
-        tracing::warn!("MESHWARD_API_TOKENS is not set: the trends API and the dashboard refuse every request");
+        tracing::warn!(
+            "MESHWARD_API_TOKENS is not set: the trends API and the dashboard refuse every request"
+        );
     }
     let retention = config.pr_run_retention.map(|age| {
         tokio::spawn(retention_loop(
@@ -546,7 +561,10 @@ mod tests {
         assert_eq!(c.api.session_ttl, Duration::from_secs(3600));
         assert_eq!(c.api.github_web_url, "https://ghe.example.com");
         let short = config(&["--api-tokens", "short"]).err().expect("refused");
-        assert!(format!("{short:#}").contains("shorter than 16"), "{short:#}");
+        assert!(
+            format!("{short:#}").contains("shorter than 16"),
+            "{short:#}"
+        );
         assert!(config(&["--session-hours", "0"]).is_err());
     }
 }

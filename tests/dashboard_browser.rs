@@ -153,7 +153,11 @@ impl Page {
                 json!({"expression": js, "returnByValue": true, "awaitPromise": true}),
             )
             .await;
-        assert!(r["exceptionDetails"].is_null(), "{js}: {}", r["exceptionDetails"]);
+        assert!(
+            r["exceptionDetails"].is_null(),
+            "{js}: {}",
+            r["exceptionDetails"]
+        );
         r["result"]["value"].clone()
     }
 
@@ -236,7 +240,10 @@ impl Browser {
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
                 if let Some(url) = line.strip_prefix("DevTools listening on ") {
                     let _ = tx.send(url.trim().to_string());
                 }
@@ -288,8 +295,13 @@ async fn dashboard_in_headless_chromium() {
         page.eval("document.getElementById('token').value = 'not-the-token-at-all'; document.getElementById('login').click(); true").await;
     })
     .await;
-    let alert = page.eval("document.querySelector('[role=alert]')?.textContent").await;
-    assert!(alert.as_str().unwrap_or("").contains("not one of"), "{alert}");
+    let alert = page
+        .eval("document.querySelector('[role=alert]')?.textContent")
+        .await;
+    assert!(
+        alert.as_str().unwrap_or("").contains("not one of"),
+        "{alert}"
+    );
     page.load(async {
         page.eval(&format!(
             "document.getElementById('token').value = '{API_TOKEN}'; document.getElementById('login').click(); true"
@@ -321,7 +333,11 @@ async fn dashboard_in_headless_chromium() {
     assert_eq!(view["charts"], 5);
     assert_eq!(
         view["proxy"],
-        json!([["2026-11-01", 2, "a"], ["2026-11-02", 5, "c"], ["2026-11-05", 7, "e"]]),
+        json!([
+            ["2026-11-01", 2, "a"],
+            ["2026-11-02", 5, "c"],
+            ["2026-11-05", 7, "e"]
+        ]),
         "{view:#}"
     );
     assert_eq!(
@@ -329,7 +345,10 @@ async fn dashboard_in_headless_chromium() {
         json!(["2026-11-03", "2026-11-04", "2026-11-06", "2026-11-07"])
     );
     assert!(view["lines"].as_i64().unwrap() >= 2);
-    assert!(view["width"].as_f64().unwrap() > 300.0, "the chart is drawn at size");
+    assert!(
+        view["width"].as_f64().unwrap() > 300.0,
+        "the chart is drawn at size"
+    );
     assert_eq!(view["namespaces"], json!(["new", "pay", "shop"]));
     assert_eq!(view["runs"], 8);
     assert_eq!(
@@ -346,8 +365,10 @@ async fn dashboard_in_headless_chromium() {
 
     // Drill down into a namespace by its link.
     page.load(async {
-        page.eval("document.querySelector('#namespaces a[href*=\"namespace=shop\"]').click(); true")
-            .await;
+        page.eval(
+            "document.querySelector('#namespaces a[href*=\"namespace=shop\"]').click(); true",
+        )
+        .await;
     })
     .await;
     let ns = page
@@ -359,7 +380,10 @@ async fn dashboard_in_headless_chromium() {
         )
         .await;
     assert_eq!(ns["title"], "acme/gitops · shop");
-    assert!(ns["search"].as_str().unwrap().contains("from=2026-11-01"), "the range is kept: {ns}");
+    assert!(
+        ns["search"].as_str().unwrap().contains("from=2026-11-01"),
+        "the range is kept: {ns}"
+    );
     assert_eq!(ns["strict"], json!([0, 1, 1]));
     page.screenshot("dashboard-namespace.png").await;
 
@@ -370,8 +394,14 @@ async fn dashboard_in_headless_chromium() {
         .await;
     let repos: Vec<String> = serde_json::from_value(repos).unwrap();
     assert_eq!(repos.len(), 2);
-    assert!(repos[0].starts_with("acme/empty") && repos[0].contains("no baseline"), "{repos:?}");
-    assert!(repos[1].starts_with("acme/gitops") && repos[1].contains("88 %"), "{repos:?}");
+    assert!(
+        repos[0].starts_with("acme/empty") && repos[0].contains("no baseline"),
+        "{repos:?}"
+    );
+    assert!(
+        repos[1].starts_with("acme/gitops") && repos[1].contains("88 %"),
+        "{repos:?}"
+    );
     page.screenshot("dashboard-repos.png").await;
 
     let errors = page.errors();

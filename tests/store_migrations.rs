@@ -152,13 +152,22 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     // The version 3 seed reads back as written.
     let v3 = series[1].metrics.as_ref().expect("v3 run metrics");
     assert_eq!(series[1].head_sha, "e".repeat(40));
-    assert_eq!((v3.coverage.namespaces_strict, v3.coverage.namespaces_disable), (1, 1));
+    assert_eq!(
+        (
+            v3.coverage.namespaces_strict,
+            v3.coverage.namespaces_disable
+        ),
+        (1, 1)
+    );
     let legacy = store.namespace_metrics(runs[1].id).await.unwrap();
     assert_eq!(legacy[1].0, "legacy");
     assert_eq!(legacy[1].1.coverage.mtls_mode.as_deref(), Some("DISABLE"));
     assert_eq!(legacy[1].1.findings.warning, 1);
     let overview = store.repo_overview().await.unwrap();
-    assert_eq!(overview[0].latest.as_ref().map(|l| l.run_id), Some(runs[1].id));
+    assert_eq!(
+        overview[0].latest.as_ref().map(|l| l.run_id),
+        Some(runs[1].id)
+    );
 
     // ... and the store keeps working on it: the seeded job is claimable, the seeded
     // delivery is still a duplicate, new rows get fresh ids.

@@ -28,7 +28,11 @@ struct Api {
 impl Api {
     async fn new(store: Store) -> Api {
         // "Now" is 2026-11-30T12:00:00Z: relative ranges are tested against it.
-        let state = app_state(store, Metrics::new(), Clock::manual(T0 + 29 * DAY + 12 * HOUR));
+        let state = app_state(
+            store,
+            Metrics::new(),
+            Clock::manual(T0 + 29 * DAY + 12 * HOUR),
+        );
         let app = server::router(state);
         let (status, body) = send(&app, get("/api/v1/openapi.json", None)).await;
         assert_eq!(status, 200, "the OpenAPI document needs no token");
@@ -38,7 +42,10 @@ impl Api {
         };
         // The schema check is not vacuous: a wrong shape fails it.
         let bad = serde_json::json!({"repos": [{"repo": 1, "installed": true}]});
-        assert!(!api.schema_errors(&bad, "RepoList").is_empty(), "a wrong shape must not conform");
+        assert!(
+            !api.schema_errors(&bad, "RepoList").is_empty(),
+            "a wrong shape must not conform"
+        );
         api
     }
 
@@ -55,7 +62,10 @@ impl Api {
 
     fn conforms(&self, json: &Value, schema: &str) {
         let errors = self.schema_errors(json, schema);
-        assert!(errors.is_empty(), "does not match {schema}: {errors:#?}\n{json:#}");
+        assert!(
+            errors.is_empty(),
+            "does not match {schema}: {errors:#?}\n{json:#}"
+        );
     }
 
     fn schema_errors(&self, json: &Value, schema: &str) -> Vec<String> {
@@ -106,7 +116,10 @@ async fn daily_series_takes_the_last_baseline_of_each_day_and_marks_gaps(store: 
     assert_eq!(s["points"].as_array().unwrap().len(), 7);
     // Day 1 had two baselines: the later one (c) is the day's point.
     let c = |s: &str| Some(s.to_string());
-    assert_eq!(commits(&s), vec![c("a"), c("c"), None, c("d"), c("e"), None, None]);
+    assert_eq!(
+        commits(&s),
+        vec![c("a"), c("c"), None, c("d"), c("e"), None, None]
+    );
     assert_eq!(
         metric(&s, "workloads_with_proxy"),
         vec![Some(2), Some(5), None, None, Some(7), None, None]
@@ -124,10 +137,16 @@ async fn daily_series_takes_the_last_baseline_of_each_day_and_marks_gaps(store: 
     assert_eq!(p[1]["run"]["finished_at"], "2026-11-02T15:00:00Z");
     assert_eq!(p[1]["metrics"]["findings"]["error"], 2);
     assert_eq!(p[0]["metrics"]["findings"]["error"], 3);
-    assert!(p[2]["gap"].as_str().unwrap().contains("no baseline run finished"));
+    assert!(p[2]["gap"]
+        .as_str()
+        .unwrap()
+        .contains("no baseline run finished"));
     // An errored baseline is a gap that says why, with its commit.
     let gap = p[3]["gap"].as_str().unwrap();
-    assert!(gap.contains("failed") && gap.contains("tarball over the limit"), "{gap}");
+    assert!(
+        gap.contains("failed") && gap.contains("tarball over the limit"),
+        "{gap}"
+    );
     assert_eq!(p[3]["run"]["outcome"], "error");
     assert!(p[3]["metrics"].is_null());
     assert!(p[0]["gap"].is_null());
@@ -182,7 +201,10 @@ async fn namespace_filter_follows_one_namespace(store: Store) {
     assert_eq!(s["namespace"], "new");
     // "new" only exists from day 4 on: before, the runs are there but it is not.
     let gap = s["points"][0]["gap"].as_str().unwrap();
-    assert!(gap.contains("namespace new is not in commit aaaaaaaaaaaa"), "{gap}");
+    assert!(
+        gap.contains("namespace new is not in commit aaaaaaaaaaaa"),
+        "{gap}"
+    );
     assert_eq!(s["points"][0]["run"]["commit"], seed::sha('a'));
     let day4 = &s["points"][4]["metrics"];
     assert_eq!(day4["workloads"], 1);
@@ -207,7 +229,16 @@ async fn namespace_filter_follows_one_namespace(store: Store) {
         .iter()
         .map(|p| p["metrics"]["mtls_mode"].as_str())
         .collect();
-    assert_eq!(modes, vec![Some("PERMISSIVE"), Some("STRICT"), None, None, Some("STRICT")]);
+    assert_eq!(
+        modes,
+        vec![
+            Some("PERMISSIVE"),
+            Some("STRICT"),
+            None,
+            None,
+            Some("STRICT")
+        ]
+    );
     assert_eq!(shop["points"][1]["metrics"]["findings"]["error"], 1);
     assert_eq!(shop["points"][4]["metrics"]["findings"]["error"], 0);
 }
@@ -236,7 +267,9 @@ async fn runs_are_cursor_paged_and_pr_runs_carry_their_delta(store: Store) {
     assert_eq!(ids.len(), 8, "every run once");
     assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
 
-    let (_, pr7) = api.get("/api/v1/repos/acme/gitops/runs?pr=7", "RunPage").await;
+    let (_, pr7) = api
+        .get("/api/v1/repos/acme/gitops/runs?pr=7", "RunPage")
+        .await;
     let runs = pr7["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     assert!(pr7["next_cursor"].is_null());
@@ -251,7 +284,9 @@ async fn runs_are_cursor_paged_and_pr_runs_carry_their_delta(store: Store) {
     assert_eq!(older["findings"]["resolved"], 1);
     assert_eq!(older["outcome"], "pass");
     // PR 8 takes a proxy away and introduces a finding: it fails.
-    let (_, pr8) = api.get("/api/v1/repos/acme/gitops/runs?pr=8", "RunPage").await;
+    let (_, pr8) = api
+        .get("/api/v1/repos/acme/gitops/runs?pr=8", "RunPage")
+        .await;
     let r = &pr8["runs"][0];
     assert_eq!(r["delta"]["workloads_with_proxy"], -1);
     assert_eq!(r["findings"]["introduced"], 1);
@@ -259,7 +294,10 @@ async fn runs_are_cursor_paged_and_pr_runs_carry_their_delta(store: Store) {
     assert_eq!(r["blocking"], 1);
 
     let (_, baselines) = api
-        .get("/api/v1/repos/acme/gitops/runs?kind=baseline&limit=100", "RunPage")
+        .get(
+            "/api/v1/repos/acme/gitops/runs?kind=baseline&limit=100",
+            "RunPage",
+        )
         .await;
     let b = baselines["runs"].as_array().unwrap();
     assert_eq!(b.len(), 5);
@@ -273,34 +311,95 @@ async fn bad_requests_name_the_parameter(store: Store) {
     seed::history(&store).await;
     let api = Api::new(store).await;
     let cases = [
-        ("/api/v1/repos/acme/gitops/coverage?interval=month", 400, "interval: `month` is not an interval"),
-        ("/api/v1/repos/acme/gitops/coverage?from=yesterday", 400, "from: `yesterday` is not a time"),
-        ("/api/v1/repos/acme/gitops/coverage?from=2026-12-01&to=2026-11-01", 400, "is not before to"),
-        ("/api/v1/repos/acme/gitops/coverage?from=5000d&interval=hour", 400, "at most 5000"),
-        ("/api/v1/repos/acme/gitops/coverage?namespace=Not_A_Namespace", 400, "namespace: `Not_A_Namespace`"),
-        ("/api/v1/repos/acme/gitops/coverage?since=1d", 400, "unknown parameter `since`"),
-        ("/api/v1/repos/acme/gitops/runs?limit=1000", 400, "limit: 1000 is over the maximum of 100"),
-        ("/api/v1/repos/acme/gitops/runs?limit=-1", 400, "limit: `-1` is not a positive whole number"),
-        ("/api/v1/repos/acme/gitops/runs?cursor=abc", 400, "cursor: not a cursor this API returned"),
-        ("/api/v1/repos/acme/gitops/runs?kind=push", 400, "kind: `push` is not a run kind"),
-        ("/api/v1/repos/acme/nothing/coverage", 404, "no history for acme/nothing"),
-        ("/api/v1/repos/acme/nothing/runs", 404, "no history for acme/nothing"),
+        (
+            "/api/v1/repos/acme/gitops/coverage?interval=month",
+            400,
+            "interval: `month` is not an interval",
+        ),
+        (
+            "/api/v1/repos/acme/gitops/coverage?from=yesterday",
+            400,
+            "from: `yesterday` is not a time",
+        ),
+        (
+            "/api/v1/repos/acme/gitops/coverage?from=2026-12-01&to=2026-11-01",
+            400,
+            "is not before to",
+        ),
+        (
+            "/api/v1/repos/acme/gitops/coverage?from=5000d&interval=hour",
+            400,
+            "at most 5000",
+        ),
+        (
+            "/api/v1/repos/acme/gitops/coverage?namespace=Not_A_Namespace",
+            400,
+            "namespace: `Not_A_Namespace`",
+        ),
+        (
+            "/api/v1/repos/acme/gitops/coverage?since=1d",
+            400,
+            "unknown parameter `since`",
+        ),
+        (
+            "/api/v1/repos/acme/gitops/runs?limit=1000",
+            400,
+            "limit: 1000 is over the maximum of 100",
+        ),
+        (
+            "/api/v1/repos/acme/gitops/runs?limit=-1",
+            400,
+            "limit: `-1` is not a positive whole number",
+        ),
+        (
+            "/api/v1/repos/acme/gitops/runs?cursor=abc",
+            400,
+            "cursor: not a cursor this API returned",
+        ),
+        (
+            "/api/v1/repos/acme/gitops/runs?kind=push",
+            400,
+            "kind: `push` is not a run kind",
+        ),
+        (
+            "/api/v1/repos/acme/nothing/coverage",
+            404,
+            "no history for acme/nothing",
+        ),
+        (
+            "/api/v1/repos/acme/nothing/runs",
+            404,
+            "no history for acme/nothing",
+        ),
     ];
     for (path, want, text) in cases {
         let (status, body) = api.get(path, "Error").await;
         assert_eq!(status, want, "{path}: {body}");
         let msg = body["error"].as_str().unwrap();
-        assert!(msg.contains(text), "{path}: {msg:?} does not contain {text:?}");
+        assert!(
+            msg.contains(text),
+            "{path}: {msg:?} does not contain {text:?}"
+        );
     }
     // A repository known but without baselines: a series of gaps, not an error.
     let (status, s) = api
-        .get("/api/v1/repos/acme/empty/coverage?from=2026-11-01&to=2026-11-03", "Series")
+        .get(
+            "/api/v1/repos/acme/empty/coverage?from=2026-11-01&to=2026-11-03",
+            "Series",
+        )
         .await;
     assert_eq!(status, 200);
-    assert!(s["points"].as_array().unwrap().iter().all(|p| p["metrics"].is_null()));
+    assert!(s["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["metrics"].is_null()));
     // Names are matched as GitHub does, without regard to case.
     let (status, s) = api
-        .get("/api/v1/repos/ACME/GitOps/coverage?from=2026-11-01&to=2026-11-02", "Series")
+        .get(
+            "/api/v1/repos/ACME/GitOps/coverage?from=2026-11-01&to=2026-11-02",
+            "Series",
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(s["repo"], "acme/gitops");
@@ -318,7 +417,10 @@ async fn the_api_refuses_requests_without_a_valid_token(store: Store) {
         let (status, body) = send(&api.app, get(path, None)).await;
         assert_eq!(status, 401, "{path}: {body}");
         assert!(body.contains("Authorization: Bearer"), "{body}");
-        assert!(!body.contains("gitops\""), "no data without a token: {body}");
+        assert!(
+            !body.contains("gitops\""),
+            "no data without a token: {body}"
+        );
         let (status, _) = send(&api.app, get(path, Some("test-api-token-wrong-one"))).await;
         assert_eq!(status, 401, "{path} with a wrong token");
     }
@@ -355,7 +457,10 @@ async fn the_api_refuses_requests_without_a_valid_token(store: Store) {
     let off = server::router(state);
     let (status, body) = send(&off, get("/api/v1/repos", Some(API_TOKEN))).await;
     assert_eq!(status, 403);
-    assert!(body.contains("no MESHWARD_API_TOKENS are configured"), "{body}");
+    assert!(
+        body.contains("no MESHWARD_API_TOKENS are configured"),
+        "{body}"
+    );
     // The webhook does not use API tokens: a signed delivery is taken without one.
     let ping = serde_json::to_vec(&payload("ping")).unwrap();
     let (status, _) = send(&off, webhook_request("ping", "d-ping", &ping, Some(SECRET))).await;
@@ -390,7 +495,10 @@ async fn repos_list_and_metrics_show_the_latest_baseline(store: Store) {
     ] {
         assert!(text.contains(line), "/metrics lacks {line:?}:\n{text}");
     }
-    assert!(!text.contains("repo=\"acme/empty\""), "no gauges without a baseline");
+    assert!(
+        !text.contains("repo=\"acme/empty\""),
+        "no gauges without a baseline"
+    );
 }
 
 async fn retention_deletes_old_pr_runs_and_keeps_baselines(store: Store) {
@@ -414,8 +522,14 @@ async fn retention_deletes_old_pr_runs_and_keeps_baselines(store: Store) {
         5,
         "baselines are kept, however old"
     );
-    assert!(store.findings(old_check).await.unwrap().is_empty(), "findings go with the run");
-    assert!(store.coverage(old_check).await.unwrap().is_empty(), "coverage goes with the run");
+    assert!(
+        store.findings(old_check).await.unwrap().is_empty(),
+        "findings go with the run"
+    );
+    assert!(
+        store.coverage(old_check).await.unwrap().is_empty(),
+        "coverage goes with the run"
+    );
     assert_eq!(store.prune_check_runs(T0 + 3 * DAY).await.unwrap(), 0);
 
     // The service's loop: with a 20-day retention on 2026-11-26, the two PR runs of
@@ -434,7 +548,10 @@ async fn retention_deletes_old_pr_runs_and_keeps_baselines(store: Store) {
     .await;
     assert_eq!(metrics.runs_pruned.get(), 2);
     let left = store.runs(&RunFilter::default()).await.unwrap();
-    assert!(left.iter().all(|r| r.kind == JobKind::Baseline), "{left:#?}");
+    assert!(
+        left.iter().all(|r| r.kind == JobKind::Baseline),
+        "{left:#?}"
+    );
 }
 
 contract!(

@@ -79,7 +79,10 @@ async fn errors_name_the_flag_or_the_store_and_exit_2() {
 
     let (code, _, err) = trends(&db, &["--repo", "acme/gitops", "--from", "last tuesday"]);
     assert_eq!(code, 2);
-    assert!(err.contains("--from: `last tuesday` is not a time"), "{err}");
+    assert!(
+        err.contains("--from: `last tuesday` is not a time"),
+        "{err}"
+    );
 
     let empty = tempfile::tempdir().unwrap();
     let (code, _, err) = trends(

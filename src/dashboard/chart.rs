@@ -155,11 +155,9 @@ mod tests {
         assert_eq!(nice_max(7), 10);
         assert_eq!(nice_max(12), 20);
         assert_eq!(nice_max(48), 50);
-        let d = path(
-            &[Some(1), Some(2), None, Some(3)],
-            &|i| i as f64,
-            &|v| v as f64,
-        );
+        let d = path(&[Some(1), Some(2), None, Some(3)], &|i| i as f64, &|v| {
+            v as f64
+        });
         assert_eq!(d, "M0.0 1.0 L1.0 2.0 M3.0 3.0");
     }
 }

@@ -191,7 +191,9 @@ fn verdict(r: &RunView) -> Markup {
     match r.outcome {
         RunOutcome::Pass => html! { span.badge.pass { "pass" } },
         RunOutcome::Fail => html! { span.badge.fail { "fail" } },
-        RunOutcome::Error => html! { span.badge.err title=(r.error.as_deref().unwrap_or("")) { "error" } },
+        RunOutcome::Error => {
+            html! { span.badge.err title=(r.error.as_deref().unwrap_or("")) { "error" } }
+        }
     }
 }
 
@@ -206,11 +208,20 @@ fn signed(n: i64) -> String {
 pub fn repo_page(p: &RepoPage) -> String {
     let s = p.series;
     let repo = s.repo.as_str();
-    let labels: Vec<String> = s.points.iter().map(|pt| bucket_label(&pt.start, s.interval)).collect();
+    let labels: Vec<String> = s
+        .points
+        .iter()
+        .map(|pt| bucket_label(&pt.start, s.interval))
+        .collect();
     let commits: Vec<Option<String>> = s
         .points
         .iter()
-        .map(|pt| pt.metrics.as_ref().and(pt.run.as_ref()).map(|r| r.commit.clone()))
+        .map(|pt| {
+            pt.metrics
+                .as_ref()
+                .and(pt.run.as_ref())
+                .map(|r| r.commit.clone())
+        })
         .collect();
     let gaps: Vec<Option<String>> = s.points.iter().map(|pt| pt.gap.clone()).collect();
     let chart = |id, title, lines| {
@@ -231,7 +242,11 @@ pub fn repo_page(p: &RepoPage) -> String {
         ("90 days", "90d", "day"),
         ("1 year, weekly", "52w", "week"),
     ];
-    let current_from = p.query.iter().find(|(k, _)| k == "from").map(|(_, v)| v.as_str());
+    let current_from = p
+        .query
+        .iter()
+        .find(|(k, _)| k == "from")
+        .map(|(_, v)| v.as_str());
     let title = match &s.namespace {
         Some(ns) => format!("{repo} · {ns}"),
         None => repo.to_string(),
@@ -409,7 +424,11 @@ mod tests {
             run_id: d + 1,
             head_sha: sha.to_string().repeat(40),
             finished_at_ms: day(d),
-            outcome: if m.is_some() { RunOutcome::Pass } else { RunOutcome::Error },
+            outcome: if m.is_some() {
+                RunOutcome::Pass
+            } else {
+                RunOutcome::Error
+            },
             error: m.is_none().then(|| "render failed: <script>".to_string()),
             metrics: m,
         };
@@ -428,8 +447,21 @@ mod tests {
     #[test]
     fn chart_svg_has_a_point_per_value_and_a_band_per_gap() {
         let s = series();
-        let labels: Vec<String> = s.points.iter().map(|p| bucket_label(&p.start, s.interval)).collect();
-        let commits: Vec<Option<String>> = s.points.iter().map(|p| p.metrics.as_ref().and(p.run.as_ref()).map(|r| r.commit.clone())).collect();
+        let labels: Vec<String> = s
+            .points
+            .iter()
+            .map(|p| bucket_label(&p.start, s.interval))
+            .collect();
+        let commits: Vec<Option<String>> = s
+            .points
+            .iter()
+            .map(|p| {
+                p.metrics
+                    .as_ref()
+                    .and(p.run.as_ref())
+                    .map(|r| r.commit.clone())
+            })
+            .collect();
         let gaps: Vec<Option<String>> = s.points.iter().map(|p| p.gap.clone()).collect();
         let svg = chart::render(&Chart {
             id: "chart-proxy",
@@ -484,7 +516,10 @@ mod tests {
             query: &[("from".into(), "2026-11-01".into())],
         });
         assert!(html.contains("2026-11-02: no baseline run finished in this bucket"));
-        assert!(html.contains("render failed: &lt;script&gt;"), "error text is escaped");
+        assert!(
+            html.contains("render failed: &lt;script&gt;"),
+            "error text is escaped"
+        );
         assert!(!html.contains("<script"));
         assert!(html.contains("href=\"/repos/acme/gitops?from=2026-11-01&amp;namespace=shop\""));
         assert_eq!(html.matches("<svg").count(), 5);

@@ -3,7 +3,9 @@
 
 use super::auth::Access;
 use super::AppState;
-use crate::store::{CoverageNumbers, FindingCounts, JobKind, Metrics, RunWithCoverage, RunsPageQuery};
+use crate::store::{
+    CoverageNumbers, FindingCounts, JobKind, Metrics, RunWithCoverage, RunsPageQuery,
+};
 use crate::trends::{self, format_time, Interval, LoadError, Range, TrendsError};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
@@ -93,10 +95,7 @@ async fn require_token(State(state): State<AppState>, req: Request, next: Next) 
 }
 
 /// Query parameters, checked against the names an endpoint takes.
-pub fn params(
-    q: &HashMap<String, String>,
-    allowed: &[&str],
-) -> Result<(), TrendsError> {
+pub fn params(q: &HashMap<String, String>, allowed: &[&str]) -> Result<(), TrendsError> {
     let mut unknown: Vec<&str> = q
         .keys()
         .map(String::as_str)
@@ -125,8 +124,7 @@ pub fn repo_name(owner: &str, repo: &str) -> Result<String, TrendsError> {
     let ok = |s: &str| {
         !s.is_empty()
             && s.len() <= 100
-            && s
-                .bytes()
+            && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
     };
     if !ok(owner) || !ok(repo) {
@@ -265,19 +263,24 @@ pub fn run_view(r: RunWithCoverage, web_url: &str) -> RunView {
 }
 
 /// Parses the paging parameters of the runs list.
-pub fn runs_query(
-    repo_id: i64,
-    q: &HashMap<String, String>,
-) -> Result<RunsPageQuery, TrendsError> {
+pub fn runs_query(repo_id: i64, q: &HashMap<String, String>) -> Result<RunsPageQuery, TrendsError> {
     let int = |name: &'static str| -> Result<Option<i64>, TrendsError> {
         match q.get(name).map(String::as_str) {
             None | Some("") => Ok(None),
-            Some(s) => s.parse::<i64>().ok().filter(|n| *n > 0).map(Some).ok_or_else(|| {
-                TrendsError::parameter(
-                    name,
-                    format!("`{}` is not a positive whole number", s.chars().take(40).collect::<String>()),
-                )
-            }),
+            Some(s) => s
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .map(Some)
+                .ok_or_else(|| {
+                    TrendsError::parameter(
+                        name,
+                        format!(
+                            "`{}` is not a positive whole number",
+                            s.chars().take(40).collect::<String>()
+                        ),
+                    )
+                }),
         }
     };
     let limit = int("limit")?.unwrap_or(DEFAULT_LIMIT);
@@ -294,7 +297,10 @@ pub fn runs_query(
                 .and_then(|n| n.parse::<i64>().ok())
                 .filter(|n| *n > 0)
                 .ok_or_else(|| {
-                    TrendsError::parameter("cursor", "not a cursor this API returned (use next_cursor)")
+                    TrendsError::parameter(
+                        "cursor",
+                        "not a cursor this API returned (use next_cursor)",
+                    )
                 })?,
         ),
     };
@@ -305,7 +311,10 @@ pub fn runs_query(
         Some(other) => {
             return Err(TrendsError::parameter(
                 "kind",
-                format!("`{}` is not a run kind: use check or baseline", other.chars().take(40).collect::<String>()),
+                format!(
+                    "`{}` is not a run kind: use check or baseline",
+                    other.chars().take(40).collect::<String>()
+                ),
             ))
         }
     };

@@ -30,7 +30,10 @@ impl std::fmt::Debug for ApiTokens {
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     // Compare digests, so neither the length nor a prefix of a token leaks by timing.
     let (a, b) = (Sha256::digest(a), Sha256::digest(b));
-    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 fn session_mac(token: &SecretString, expires_ms: i64) -> Hmac<Sha256> {
@@ -130,7 +133,9 @@ impl ApiTokens {
         match cookie(headers, SESSION_COOKIE) {
             Some(v) if self.verify_session(v, now_ms, max_ttl) => Access::Granted,
             Some(_) => Access::Denied("the session expired or its token was revoked: log in again"),
-            None => Access::Denied("send `Authorization: Bearer <token>` with a token from MESHWARD_API_TOKENS"),
+            None => Access::Denied(
+                "send `Authorization: Bearer <token>` with a token from MESHWARD_API_TOKENS",
+            ),
         }
     }
 }
@@ -199,14 +204,20 @@ mod tests {
         let ttl = Duration::from_secs(3600);
         let mut h = HeaderMap::new();
         assert!(matches!(t.authorized(&h, 0, ttl), Access::Denied(_)));
-        assert_eq!(ApiTokens::default().authorized(&h, 0, ttl), Access::NotConfigured);
+        assert_eq!(
+            ApiTokens::default().authorized(&h, 0, ttl),
+            Access::NotConfigured
+        );
         h.insert("authorization", "Bearer aaaaaaaaaaaaaaaa".parse().unwrap());
         assert_eq!(t.authorized(&h, 0, ttl), Access::Granted);
         h.insert("authorization", "Bearer nope".parse().unwrap());
         assert!(matches!(t.authorized(&h, 0, ttl), Access::Denied(_)));
         let mut h = HeaderMap::new();
         let s = t.session("aaaaaaaaaaaaaaaa", 1_000).unwrap();
-        h.insert("cookie", format!("x=1; {SESSION_COOKIE}={s}").parse().unwrap());
+        h.insert(
+            "cookie",
+            format!("x=1; {SESSION_COOKIE}={s}").parse().unwrap(),
+        );
         assert_eq!(t.authorized(&h, 0, ttl), Access::Granted);
     }
 }

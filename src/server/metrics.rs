@@ -98,12 +98,17 @@ impl Metrics {
                     let gauge = IntGaugeVec::new(
                         Opts::new(
                             format!("meshward_coverage_{name}"),
-                            format!("{} in the latest baseline on the default branch, per repository", name.replace('_', " ")),
+                            format!(
+                                "{} in the latest baseline on the default branch, per repository",
+                                name.replace('_', " ")
+                            ),
                         ),
                         &["repo"],
                     )
                     .expect("metric");
-                    registry.register(Box::new(gauge.clone())).expect("register");
+                    registry
+                        .register(Box::new(gauge.clone()))
+                        .expect("register");
                     (*name, gauge)
                 })
                 .collect();

@@ -137,7 +137,8 @@ impl Store {
         let by_repos = "SELECT github_id AS id, full_name AS name FROM repos \
                         WHERE LOWER(full_name) = LOWER($1) ORDER BY installed DESC, updated_at_ms DESC LIMIT 1";
         // The exact name first (uses the index), then any case.
-        let by_runs = "SELECT repo_id AS id, repo AS name FROM runs WHERE repo = $1 ORDER BY id DESC LIMIT 1";
+        let by_runs =
+            "SELECT repo_id AS id, repo AS name FROM runs WHERE repo = $1 ORDER BY id DESC LIMIT 1";
         let by_runs_ci = "SELECT repo_id AS id, repo AS name FROM runs \
                           WHERE LOWER(repo) = LOWER($1) ORDER BY id DESC LIMIT 1";
         with_pool!(self, p => {

@@ -40,7 +40,10 @@ impl Interval {
             "week" => Ok(Interval::Week),
             _ => Err(TrendsError::parameter(
                 "interval",
-                format!("`{}` is not an interval: use hour, day or week", clip(s, 40)),
+                format!(
+                    "`{}` is not an interval: use hour, day or week",
+                    clip(s, 40)
+                ),
             )),
         }
     }
@@ -493,10 +496,7 @@ mod tests {
             parse_time("from", "2026-11-30", NOW),
             Ok(NOW - 12 * HOUR_MS)
         );
-        assert_eq!(
-            parse_time("to", "2026-11-30T13:00:00+01:00", NOW),
-            Ok(NOW)
-        );
+        assert_eq!(parse_time("to", "2026-11-30T13:00:00+01:00", NOW), Ok(NOW));
         let err = parse_time("to", "yesterday", NOW).unwrap_err().to_string();
         assert!(err.starts_with("to: `yesterday` is not a time"), "{err}");
         assert!(parse_time("to", "99999999d", NOW).is_err());

@@ -25,8 +25,20 @@ pub struct Ns {
     pub errors: usize,
 }
 
-pub const fn ns(name: &'static str, mode: &'static str, workloads: usize, with_proxy: usize, errors: usize) -> Ns {
-    Ns { name, mode, workloads, with_proxy, errors }
+pub const fn ns(
+    name: &'static str,
+    mode: &'static str,
+    workloads: usize,
+    with_proxy: usize,
+    errors: usize,
+) -> Ns {
+    Ns {
+        name,
+        mode,
+        workloads,
+        with_proxy,
+        errors,
+    }
 }
 
 fn template() -> &'static Report {
@@ -81,7 +93,10 @@ fn coverage(namespaces: &[Ns]) -> Coverage {
         total.workload_entries_total += c.workload_entries_total;
         map.insert(n.name.to_string(), c);
     }
-    Coverage { total, namespaces: map }
+    Coverage {
+        total,
+        namespaces: map,
+    }
 }
 
 fn finding(ns: &str, i: usize, status: Status) -> Finding {
@@ -126,21 +141,44 @@ pub fn report(head: &[Ns], base: Option<&[Ns]>) -> Report {
         }
     }
     for n in base.unwrap_or(&[]) {
-        let head_errors = head.iter().find(|h| h.name == n.name).map_or(0, |h| h.errors);
+        let head_errors = head
+            .iter()
+            .find(|h| h.name == n.name)
+            .map_or(0, |h| h.errors);
         for i in head_errors..n.errors {
             findings.push(finding(n.name, i, Status::Resolved));
         }
     }
     let s = &mut r.summary;
-    s.introduced = findings.iter().filter(|f| f.status == Status::Introduced).count();
-    s.existing = findings.iter().filter(|f| f.status == Status::Existing).count();
-    s.resolved = findings.iter().filter(|f| f.status == Status::Resolved).count();
-    s.errors = findings.iter().filter(|f| f.status != Status::Resolved).count();
+    s.introduced = findings
+        .iter()
+        .filter(|f| f.status == Status::Introduced)
+        .count();
+    s.existing = findings
+        .iter()
+        .filter(|f| f.status == Status::Existing)
+        .count();
+    s.resolved = findings
+        .iter()
+        .filter(|f| f.status == Status::Resolved)
+        .count();
+    s.errors = findings
+        .iter()
+        .filter(|f| f.status != Status::Resolved)
+        .count();
     s.warnings = 0;
     s.infos = 0;
     s.suppressed = 0;
-    s.blocking = if base.is_some() { s.introduced } else { s.errors };
-    s.verdict = if s.blocking > 0 { Verdict::Fail } else { Verdict::Pass };
+    s.blocking = if base.is_some() {
+        s.introduced
+    } else {
+        s.errors
+    };
+    s.verdict = if s.blocking > 0 {
+        Verdict::Fail
+    } else {
+        Verdict::Pass
+    };
     r.findings = findings;
     r
 }
@@ -224,9 +262,18 @@ pub fn sha(c: char) -> String {
 pub async fn history(store: &Store) {
     repo(store, REPO, REPO_ID).await;
     repo(store, "acme/empty", 1002).await;
-    let day0 = [ns("shop", "PERMISSIVE", 4, 2, 2), ns("pay", "PERMISSIVE", 2, 0, 1)];
-    let day1b = [ns("shop", "PERMISSIVE", 4, 3, 2), ns("pay", "PERMISSIVE", 2, 0, 1)];
-    let day1c = [ns("shop", "STRICT", 4, 4, 1), ns("pay", "PERMISSIVE", 2, 1, 1)];
+    let day0 = [
+        ns("shop", "PERMISSIVE", 4, 2, 2),
+        ns("pay", "PERMISSIVE", 2, 0, 1),
+    ];
+    let day1b = [
+        ns("shop", "PERMISSIVE", 4, 3, 2),
+        ns("pay", "PERMISSIVE", 2, 0, 1),
+    ];
+    let day1c = [
+        ns("shop", "STRICT", 4, 4, 1),
+        ns("pay", "PERMISSIVE", 2, 1, 1),
+    ];
     let day4 = [
         ns("shop", "STRICT", 5, 5, 0),
         ns("pay", "STRICT", 2, 2, 0),
@@ -239,6 +286,10 @@ pub async fn history(store: &Store) {
     baseline(store, &sha('d'), T0 + 3 * DAY + 12 * HOUR, None).await;
     baseline(store, &sha('e'), T0 + 4 * DAY + 8 * HOUR, Some(&day4)).await;
     check(store, 7, &sha('8'), T0 + 4 * DAY + 9 * HOUR, &day4, &day1c).await;
-    let pr8 = [ns("shop", "STRICT", 5, 4, 1), ns("pay", "STRICT", 2, 2, 0), ns("new", "PERMISSIVE", 1, 0, 1)];
+    let pr8 = [
+        ns("shop", "STRICT", 5, 4, 1),
+        ns("pay", "STRICT", 2, 2, 0),
+        ns("new", "PERMISSIVE", 1, 0, 1),
+    ];
     check(store, 8, &sha('9'), T0 + 4 * DAY + 10 * HOUR, &pr8, &day4).await;
 }
