@@ -131,18 +131,17 @@ macro_rules! run_record {
 }
 
 impl Store {
-    /// The GitHub id of a repository by `owner/name`: from the installed repositories,
-    /// else from the newest run stored under that name. Case-insensitive, as GitHub.
+    /// The GitHub id of a repository by `owner/name`: from the repositories the
+    /// service was told about (any case, as GitHub matches names), else from the
+    /// newest run stored under exactly that name (an index lookup: an unknown name
+    /// never scans the runs).
     pub async fn find_repo(&self, full_name: &str) -> Result<Option<(i64, String)>> {
         let by_repos = "SELECT github_id AS id, full_name AS name FROM repos \
                         WHERE LOWER(full_name) = LOWER($1) ORDER BY installed DESC, updated_at_ms DESC LIMIT 1";
-        // The exact name first (uses the index), then any case.
         let by_runs =
             "SELECT repo_id AS id, repo AS name FROM runs WHERE repo = $1 ORDER BY id DESC LIMIT 1";
-        let by_runs_ci = "SELECT repo_id AS id, repo AS name FROM runs \
-                          WHERE LOWER(repo) = LOWER($1) ORDER BY id DESC LIMIT 1";
         with_pool!(self, p => {
-            for sql in [by_repos, by_runs, by_runs_ci] {
+            for sql in [by_repos, by_runs] {
                 if let Some(r) = sqlx::query(sql).bind(full_name).fetch_optional(p).await? {
                     return Ok(Some((r.try_get("id")?, r.try_get("name")?)));
                 }
