@@ -191,7 +191,11 @@ fn migrate_prepares_the_embedded_store() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("database migrated to version 1"), "{text}");
+    let latest = meshward::store::Store::latest_migration(meshward::store::Backend::Sqlite);
+    assert!(
+        text.contains(&format!("database migrated to version {latest}")),
+        "{text}"
+    );
     assert!(dir.path().join("data/meshward.db").is_file());
     let bad = Command::new(env!("CARGO_BIN_EXE_meshward"))
         .arg("migrate")

@@ -554,7 +554,87 @@ async fn retention_deletes_old_pr_runs_and_keeps_baselines(store: Store) {
     );
 }
 
+async fn dashboard_login_sets_a_session_that_opens_pages_and_the_api(store: Store) {
+    use tower::ServiceExt;
+    let store = migrated(store).await;
+    seed::history(&store).await;
+    let api = Api::new(store).await;
+    let login = |token: &str, next: &str| {
+        let body = serde_urlencoded::to_string([("token", token), ("next", next)]).unwrap();
+        http::Request::builder()
+            .method("POST")
+            .uri("/login")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(axum::body::Body::from(body))
+            .unwrap()
+    };
+    // A wrong token: the form again, with the reason, and no cookie.
+    let resp = api
+        .app
+        .clone()
+        .oneshot(login("wrong-token-0123456789", "/"))
+        .await
+        .unwrap();
+    assert!(resp.headers().get("set-cookie").is_none());
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&body).contains("not one of this server"));
+    // The right one: a session cookie, and back to `next` (only paths of this site).
+    let resp = api
+        .app
+        .clone()
+        .oneshot(login(API_TOKEN, "//evil.example/x"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 303);
+    assert_eq!(resp.headers()["location"], "/", "no redirect off the site");
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert!(!cookie.contains(API_TOKEN), "the cookie is not the token");
+    let session = cookie.split(';').next().unwrap().to_string();
+    let with_session = |path: &str| {
+        http::Request::get(path)
+            .header("cookie", session.clone())
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let (status, html) = send(&api.app, with_session("/")).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("acme/gitops") && html.contains("acme/empty"));
+    let (status, html) = send(
+        &api.app,
+        with_session("/repos/acme/gitops?from=2026-11-01&to=2026-11-08"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(html.contains("class=\"point\""), "the charts have points");
+    let (status, html) = send(&api.app, with_session("/repos/acme/nothing")).await;
+    assert_eq!(status, 404);
+    assert!(html.contains("no history for acme/nothing"));
+    let (status, html) = send(&api.app, with_session("/repos/acme/gitops?interval=month")).await;
+    assert_eq!(status, 400);
+    assert!(html.contains("interval: `month` is not an interval"));
+    // The session also opens the API (the dashboard's own pages could call it).
+    let (status, _) = send(&api.app, with_session("/api/v1/repos")).await;
+    assert_eq!(status, 200);
+    let resp = api.app.clone().oneshot(with_session("/")).await.unwrap();
+    let csp = resp.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.starts_with("default-src 'none'"), "{csp}");
+    // A tampered session is refused.
+    let tampered = session.replacen('.', ".0", 1);
+    let req = http::Request::get("/api/v1/repos")
+        .header("cookie", tampered)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(send(&api.app, req).await.0, 401);
+}
+
 contract!(
+    dashboard_login_sets_a_session_that_opens_pages_and_the_api,
     daily_series_takes_the_last_baseline_of_each_day_and_marks_gaps,
     hourly_and_weekly_buckets_align_in_utc,
     namespace_filter_follows_one_namespace,
