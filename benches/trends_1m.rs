@@ -43,7 +43,7 @@ fn seed_sql(n: i64, series: &str, sha: &str, prefix: &str) -> Vec<String> {
                     1 + i % {REPOS}, 'org-' || ((1 + i % {REPOS}) % 50) || '/repo-' || (1 + i % {REPOS}), \
                     CASE WHEN i % 2 = 0 THEN NULL ELSE 1 + (i / 1000) % 300 END, \
                     {sha_i}, CASE WHEN i % 2 = 0 THEN NULL ELSE {base_sha} END, \
-                    {start} + (i / {REPOS}) * {step} - 60000, {start} + (i / {REPOS}) * {step}, \
+                    {start} + (i / {REPOS}) * CAST({step} AS BIGINT) - 60000, {start} + (i / {REPOS}) * CAST({step} AS BIGINT), \
                     CASE WHEN i % 97 = 0 THEN 'error' WHEN i % 3 = 0 THEN 'fail' ELSE 'pass' END, \
                     CASE WHEN i % 97 = 0 THEN 'render failed' ELSE NULL END, \
                     i % 3, i % 2, 4 + i % 5, i % 2, i % 4, 3 + i % 3, 2, 0 \

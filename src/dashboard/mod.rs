@@ -19,7 +19,7 @@ main{max-width:1100px;margin:0 auto;padding:16px 24px}
 h1{font-size:20px;margin:8px 0 4px}h2{font-size:16px;margin:24px 0 8px}
 .muted{color:#5b6475}.error{color:#b42318}
 table{border-collapse:collapse;width:100%;background:#fff}
-th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e4e7ec;white-space:nowrap}
+th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e4e7ec}td{white-space:nowrap}th{vertical-align:bottom}
 td.num,th.num{text-align:right}
 .cards{display:flex;gap:12px;flex-wrap:wrap}
 .card{background:#fff;border:1px solid #e4e7ec;border-radius:6px;padding:10px 14px;min-width:160px}
