@@ -1,6 +1,6 @@
 //! Benchmark: trend queries over a large history. Seeds 1,000,000 runs across 500
-//! repositories (a year of history: half baselines, half PR runs, every run with
-//! coverage, baselines with 5 namespaces) with SQL (`generate_series` on PostgreSQL,
+//! repositories (a year of history, each repository alternating baseline and PR run;
+//! every run with coverage, baselines with 5 namespaces) with SQL (`generate_series` on PostgreSQL,
 //! a recursive CTE on SQLite), then times, over many runs each, the median and p95 of:
 //! a 90-day daily series of one repository (store query + series), the same for one
 //! namespace, the first page of a repository's runs, the latest coverage of all 500
@@ -39,10 +39,10 @@ fn seed_sql(n: i64, series: &str, sha: &str, prefix: &str) -> Vec<String> {
         format!(
             "{prefix} INSERT INTO runs (kind, repo_id, repo, pr_number, head_sha, base_sha, started_at_ms, finished_at_ms, \
                  outcome, error, blocking, introduced, existing, resolved, errors, warnings, infos, suppressed) \
-             SELECT CASE WHEN i % 2 = 0 THEN 'baseline' ELSE 'check' END, \
+             SELECT CASE WHEN (i / {REPOS}) % 2 = 0 THEN 'baseline' ELSE 'check' END, \
                     1 + i % {REPOS}, 'org-' || ((1 + i % {REPOS}) % 50) || '/repo-' || (1 + i % {REPOS}), \
-                    CASE WHEN i % 2 = 0 THEN NULL ELSE 1 + (i / 1000) % 300 END, \
-                    {sha_i}, CASE WHEN i % 2 = 0 THEN NULL ELSE {base_sha} END, \
+                    CASE WHEN (i / {REPOS}) % 2 = 0 THEN NULL ELSE 1 + (i / 1000) % 300 END, \
+                    {sha_i}, CASE WHEN (i / {REPOS}) % 2 = 0 THEN NULL ELSE {base_sha} END, \
                     {start} + (i / {REPOS}) * CAST({step} AS BIGINT) - 60000, {start} + (i / {REPOS}) * CAST({step} AS BIGINT), \
                     CASE WHEN i % 97 = 0 THEN 'error' WHEN i % 3 = 0 THEN 'fail' ELSE 'pass' END, \
                     CASE WHEN i % 97 = 0 THEN 'render failed' ELSE NULL END, \
