@@ -215,3 +215,61 @@ findings contains f if {
 		),
 	}
 }
+
+# ---------------------------------------------------------------------------
+# authz/identity-change (warning)
+
+# A workload (with a proxy in base) or WorkloadGroup whose service account this change
+# changes, so that it presents a new identity.
+base_workload_by_id := {b.id: b | some b in lib.base_workloads}
+
+base_group_by_id := {g.id: g | some g in lib.base_workload_groups}
+
+sa_changes contains c if {
+	some w in lib.model_workloads
+	b := base_workload_by_id[w.id]
+	b.proxy == true
+	b.service_account != w.service_account
+	c := {
+		"id": w.id, "namespace": w.namespace, "old": b.service_account, "new": w.service_account,
+		"path": array.concat(lib.pod_spec_path(w.kind), ["serviceAccountName"]),
+	}
+}
+
+sa_changes contains c if {
+	some g in lib.model_workload_groups
+	b := base_group_by_id[g.id]
+	b.service_account != g.service_account
+	c := {
+		"id": g.id, "namespace": g.namespace, "old": b.service_account, "new": g.service_account,
+		"path": ["spec", "template", "serviceAccount"],
+	}
+}
+
+head_policies := {r.id | some r in lib.resources("AuthorizationPolicy")}
+
+allowed_by(identities, ns, sa) := {p | some p in object.get(identities, [concat("/", [ns, sa]), "allowed_by"], [])}
+
+findings contains f if {
+	some c in sa_changes
+	# ALLOW policies that admitted the old identity and are still there.
+	admitted := allowed_by(lib.base_identities, c.namespace, c.old) & head_policies
+	count(admitted) > 0
+	count(admitted & allowed_by(lib.model_identities, c.namespace, c.new)) == 0
+	callees := {m | some s in lib.model_selectors; s.resource in admitted; some m in s.matches}
+	new_principal := sprintf("%s/ns/%s/sa/%s", [lib.trust_domain, c.namespace, c.new])
+	f := {
+		"rule": "authz/identity-change",
+		"severity": "warning",
+		"resource": c.id,
+		"path": c.path,
+		"message": sprintf(
+			"%s now runs as service account %s (was %s), so it presents the identity %s, which no ALLOW policy that admitted it names (%s): calls from %s to %s will now get 403 RBAC: access denied (the mTLS connection still succeeds; authorization rejects them). Add principal %s to %s in this change, or keep service account %s.",
+			[lib.display(c.id), c.new, c.old, new_principal, lib.enumerate_ids(admitted, 3), lib.display(c.id), callees_text(callees), new_principal, plural_policies(admitted), c.old],
+		),
+	}
+}
+
+callees_text(callees) := lib.enumerate_ids(callees, 3) if count(callees) > 0 else := "the workloads those policies protect"
+
+plural_policies(ps) := "that policy" if count(ps) == 1 else := "those policies"

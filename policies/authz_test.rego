@@ -173,3 +173,82 @@ test_hostile_shapes_do_not_error if {
 	fs := authz.findings with input as mk_input(by_kind)
 	{f.rule | some f in fs} == {"authz/unknown-principal", "authz/unknown-namespace"}
 }
+
+# ---------------------------------------------------------------------------
+# authz/identity-change
+
+web(sa) := {
+	"id": "Deployment/shop/web", "kind": "Deployment", "namespace": "shop", "name": "web",
+	"service_account": sa, "proxy": true, "labels": {"app": "web"},
+}
+
+identity(sa, allowed) := {"namespace": "shop", "service_account": sa, "allowed_by": allowed, "denied_by": []}
+
+cart_policy := res("AuthorizationPolicy", "cart-allow-web", from_source({"principals": ["cluster.local/ns/shop/sa/web"]}))
+
+change_input(head_sa, head_allowed, base_allowed) := {
+	"resources": [cart_policy],
+	"by_kind": {"AuthorizationPolicy": [cart_policy]},
+	"model": {
+		"namespaces": {"shop": ns("shop")},
+		"workloads": [web(head_sa)],
+		"workload_entries": [],
+		"selectors": [{
+			"resource": "AuthorizationPolicy/shop/cart-allow-web", "kind": "AuthorizationPolicy", "namespace": "shop",
+			"scope": "workload", "matches": ["Deployment/shop/cart"], "match_count": 1,
+		}],
+		"service_accounts": {sprintf("shop/%s", [head_sa]): ["Deployment/shop/web"]},
+		"identities": {sprintf("shop/%s", [head_sa]): identity(head_sa, head_allowed)},
+	},
+	"base": {
+		"workloads": [web("web")],
+		"identities": {"shop/web": identity("web", base_allowed)},
+	},
+	"evidence": null,
+	"config": {"mesh": {"root_namespace": "istio-system", "trust_domain": "cluster.local"}},
+}
+
+identity_findings(inp) := {f | some f in authz.findings with input as inp; f.rule == "authz/identity-change"}
+
+test_identity_change_fires_when_no_allow_policy_names_the_new_identity if {
+	fs := identity_findings(change_input("web-v2", [], ["AuthorizationPolicy/shop/cart-allow-web"]))
+	count(fs) == 1
+	some f in fs
+	f.severity == "warning"
+	f.resource == "Deployment/shop/web"
+	f.path == ["spec", "template", "spec", "serviceAccountName"]
+	contains(f.message, "calls from Deployment shop/web to Deployment shop/cart will now get 403")
+	contains(f.message, "cluster.local/ns/shop/sa/web-v2")
+	contains(f.message, "AuthorizationPolicy shop/cart-allow-web")
+}
+
+test_identity_change_quiet_when_a_policy_admits_the_new_identity if {
+	count(identity_findings(change_input("web-v2", ["AuthorizationPolicy/shop/cart-allow-web"], ["AuthorizationPolicy/shop/cart-allow-web"]))) == 0
+}
+
+test_identity_change_quiet_when_no_policy_admitted_the_old_identity if {
+	count(identity_findings(change_input("web-v2", [], []))) == 0
+}
+
+test_identity_change_quiet_when_service_account_unchanged if {
+	count(identity_findings(change_input("web", [], ["AuthorizationPolicy/shop/cart-allow-web"]))) == 0
+}
+
+test_identity_change_quiet_without_base if {
+	inp := object.union(change_input("web-v2", [], ["AuthorizationPolicy/shop/cart-allow-web"]), {"base": null})
+	count(identity_findings(inp)) == 0
+}
+
+reports_group(sa) := {"id": "WorkloadGroup/shop/reports", "namespace": "shop", "name": "reports", "service_account": sa}
+
+test_identity_change_for_workload_group if {
+	inp := object.union(change_input("web", [], ["AuthorizationPolicy/shop/cart-allow-web"]), {
+		"model": {"workload_groups": [reports_group("reports-v2")], "identities": {"shop/reports-v2": identity("reports-v2", [])}},
+		"base": {"workload_groups": [reports_group("web")]},
+	})
+	fs := identity_findings(inp)
+	count(fs) == 1
+	some f in fs
+	f.resource == "WorkloadGroup/shop/reports"
+	f.path == ["spec", "template", "serviceAccount"]
+}

@@ -42,6 +42,10 @@ base_workloads := object.get(base, "workloads", []) if has_base else := []
 
 base_mtls_scopes := object.get(base, "mtls_scopes", {}) if has_base else := {}
 
+base_workload_groups := object.get(base, "workload_groups", []) if has_base else := []
+
+base_identities := object.get(base, "identities", {}) if has_base else := {}
+
 model_namespaces := object.get(model, "namespaces", {})
 
 model_workloads := object.get(model, "workloads", [])
@@ -51,6 +55,10 @@ model_selectors := object.get(model, "selectors", [])
 model_workload_entries := object.get(model, "workload_entries", [])
 
 model_peer_authentications := object.get(model, "peer_authentications", [])
+
+model_workload_groups := object.get(model, "workload_groups", [])
+
+model_identities := object.get(model, "identities", {})
 
 # ---------------------------------------------------------------------------
 # values
@@ -145,6 +153,11 @@ else := ["spec", "jobTemplate", "spec", "template", "metadata"] if kind == "Cron
 else := ["spec", "template", "metadata"]
 
 pod_labels_path(kind) := array.concat(pod_metadata_path(kind), ["labels"])
+
+# Path of the pod spec in a workload of this kind.
+pod_spec_path(kind) := ["spec"] if kind == "Pod"
+else := ["spec", "jobTemplate", "spec", "template", "spec"] if kind == "CronJob"
+else := ["spec", "template", "spec"]
 
 pod_annotations_path(kind) := array.concat(pod_metadata_path(kind), ["annotations"])
 

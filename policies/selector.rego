@@ -31,6 +31,8 @@ findings contains f if {
 	some s in lib.model_selectors
 	s.match_count == 0
 	s.scope == "workload"
+	# A ServiceEntry selecting a WorkloadGroup's labels gets its VMs as they register.
+	count(object.get(s, "workload_groups", [])) == 0
 	f := {
 		"rule": "selector/matches-nothing",
 		"severity": severity(s.kind),

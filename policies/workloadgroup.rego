@@ -110,3 +110,34 @@ findings contains f if {
 		),
 	}
 }
+
+# ---------------------------------------------------------------------------
+# workloadgroup/unreachable (warning)
+
+findings contains f if {
+	some g in lib.model_workload_groups
+	g.has_template == true
+	count(g.selected_by) == 0
+	count(g.selected_by_services) == 0
+	f := {
+		"rule": "workloadgroup/unreachable",
+		"severity": "warning",
+		"resource": g.id,
+		"path": ["spec", "metadata", "labels"],
+		"message": sprintf(
+			"%s: no ServiceEntry or Kubernetes Service in namespace %s selects the labels its VMs register with (%s): VMs started from this group join the mesh but have no host name to be called by, so no traffic reaches them%s. Add a ServiceEntry (location: MESH_INTERNAL, resolution: STATIC) whose spec.workloadSelector.labels match the group's spec.metadata.labels, or fix the labels.",
+			[group_name(g), g.namespace, lib.labels_text(object.union(g.metadata_labels, g.template_labels)), nearby_text(g.namespace)],
+		),
+	}
+}
+
+# ServiceEntry selectors of a namespace, named to help spot a near-miss.
+se_selectors_in[s.namespace] contains sprintf("%s selects %s", [lib.display(s.resource), lib.labels_text(s.labels)]) if {
+	some s in lib.model_selectors
+	s.kind == "ServiceEntry"
+	s.scope == "workload"
+}
+
+nearby_text(ns) := sprintf(" (in namespace %s, %s)", [ns, lib.enumerate(se_selectors_in[ns], 3)]) if {
+	count(se_selectors_in[ns]) > 0
+} else := ""

@@ -111,3 +111,40 @@ test_hostile_shapes_do_not_error if {
 	fs := workloadgroup.findings with input as mk_input(groups)
 	{f.rule | some f in fs} == {"workloadgroup/template-required", "workloadgroup/probe-multiple-methods", "workloadgroup/probe-incomplete"}
 }
+
+# ---------------------------------------------------------------------------
+# workloadgroup/unreachable
+
+group(selected_by, services) := {
+	"id": "WorkloadGroup/vm/reports", "namespace": "vm", "name": "reports", "has_template": true,
+	"metadata_labels": {"app": "reports"}, "template_labels": {},
+	"selected_by": selected_by, "selected_by_services": services,
+}
+
+unreachable_input(g, selectors) := object.union(mk_input([wg({"template": template})]), {"model": {"workload_groups": [g], "selectors": selectors}})
+
+unreachable(inp) := {f | some f in workloadgroup.findings with input as inp; f.rule == "workloadgroup/unreachable"}
+
+test_unreachable_fires_without_a_selecting_service_entry if {
+	near := {"resource": "ServiceEntry/vm/reports", "kind": "ServiceEntry", "namespace": "vm", "scope": "workload", "labels": {"app": "report"}}
+	fs := unreachable(unreachable_input(group([], []), [near]))
+	count(fs) == 1
+	some f in fs
+	f.severity == "warning"
+	f.path == ["spec", "metadata", "labels"]
+	contains(f.message, "(app=reports)")
+	contains(f.message, "ServiceEntry vm/reports selects app=report")
+}
+
+test_unreachable_quiet_with_a_service_entry if {
+	count(unreachable(unreachable_input(group(["ServiceEntry/vm/reports"], []), []))) == 0
+}
+
+test_unreachable_quiet_with_a_kubernetes_service if {
+	count(unreachable(unreachable_input(group([], ["Service/vm/reports"]), []))) == 0
+}
+
+test_unreachable_quiet_without_template if {
+	g := object.union(group([], []), {"has_template": false})
+	count(unreachable(unreachable_input(g, []))) == 0
+}

@@ -230,6 +230,13 @@ pub fn analyze(
         base: base_eval.as_ref().map(|b| b.summary.clone()),
         notes,
     };
+    let changes = base_eval
+        .as_ref()
+        .map(|b| crate::changes::of(&b.model, &head_eval.model, &config.mesh));
+    let changed = match &base_eval {
+        Some(b) => changed_resources(&b.resources, &head_eval.resources),
+        None => Default::default(),
+    };
     Ok(Report {
         findings,
         suppressed,
@@ -237,13 +244,25 @@ pub fn analyze(
             base: base_eval.as_ref().map(|b| coverage::of(&b.model)),
             head: coverage::of(&head_eval.model),
         },
+        changes,
         summary,
         models: crate::report::Models {
             head: head_eval.model,
             base: base_eval.map(|b| b.model),
             head_resources: head_eval.resources.iter().map(|r| r.id.clone()).collect(),
+            changed,
         },
     })
+}
+
+/// Head resources that are new or whose object differs from base's.
+fn changed_resources(base: &[Resource], head: &[Resource]) -> std::collections::BTreeSet<String> {
+    let before: HashMap<&str, &serde_json::Value> =
+        base.iter().map(|r| (r.id.as_str(), &r.body)).collect();
+    head.iter()
+        .filter(|r| before.get(r.id.as_str()) != Some(&&r.body))
+        .map(|r| r.id.clone())
+        .collect()
 }
 
 fn policy_files_differ(base: &Tree, head: &Tree) -> bool {

@@ -27,6 +27,9 @@ pub struct RepoConfig {
     /// Render roots to add, override or exclude, and render limits.
     #[serde(default)]
     pub render: crate::render::RenderConfig,
+    /// What the service posts on pull requests.
+    #[serde(default)]
+    pub publish: PublishConfig,
     /// Line of each exception in the file, for findings about them.
     #[serde(skip)]
     pub exception_lines: Vec<u32>,
@@ -45,6 +48,28 @@ pub struct PathsConfig {
     pub exclude: Vec<String>,
 }
 
+/// `publish:` in `.meshward.yaml`: how `meshward serve` reports on a pull request.
+/// The check run (or commit status) and the summary comment are always posted.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PublishConfig {
+    /// Inline review comments on the changed lines that introduce a finding.
+    #[serde(default = "yes")]
+    pub inline_comments: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for PublishConfig {
+    fn default() -> Self {
+        PublishConfig {
+            inline_comments: true,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MeshConfig {
@@ -52,6 +77,13 @@ pub struct MeshConfig {
     pub root_namespace: String,
     #[serde(default = "default_trust_domain")]
     pub trust_domain: String,
+    /// CPU request of one sidecar proxy when the pod sets no
+    /// `sidecar.istio.io/proxyCPU` annotation (Istio's default: 100m).
+    #[serde(default = "default_proxy_cpu")]
+    pub proxy_cpu: String,
+    /// Memory request of one proxy without `sidecar.istio.io/proxyMemory` (128Mi).
+    #[serde(default = "default_proxy_memory")]
+    pub proxy_memory: String,
 }
 
 fn default_root_namespace() -> String {
@@ -60,12 +92,20 @@ fn default_root_namespace() -> String {
 fn default_trust_domain() -> String {
     "cluster.local".into()
 }
+fn default_proxy_cpu() -> String {
+    "100m".into()
+}
+fn default_proxy_memory() -> String {
+    "128Mi".into()
+}
 
 impl Default for MeshConfig {
     fn default() -> Self {
         MeshConfig {
             root_namespace: default_root_namespace(),
             trust_domain: default_trust_domain(),
+            proxy_cpu: default_proxy_cpu(),
+            proxy_memory: default_proxy_memory(),
         }
     }
 }
@@ -163,6 +203,28 @@ impl RepoConfig {
                 )
             })?;
         }
+        // The proxy defaults are quantities; a typo here would skew every cost figure.
+        type Parse = fn(&str) -> Result<u64, String>;
+        let quantities: [(&str, &String, Parse); 2] = [
+            (
+                "proxy_cpu",
+                &config.mesh.proxy_cpu,
+                crate::model::quantity::cpu_millicores,
+            ),
+            (
+                "proxy_memory",
+                &config.mesh.proxy_memory,
+                crate::model::quantity::memory_bytes,
+            ),
+        ];
+        for (key, value, parse) in quantities {
+            if let Err(problem) = parse(value) {
+                return Err(err(
+                    line_of(serde_json::json!(["mesh", key])),
+                    format!("`mesh.{key}`: {problem}"),
+                ));
+            }
+        }
         for rule in config.rules.keys() {
             config
                 .rule_lines
@@ -214,6 +276,26 @@ mod tests {
     fn bad_rule_setting_is_an_error() {
         let e = RepoConfig::parse("rules:\n  selector/matches-nothing: loud\n").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn proxy_defaults_are_quantities() {
+        let c = RepoConfig::parse("mesh:\n  proxy_cpu: 250m\n").unwrap();
+        assert_eq!(c.mesh.proxy_cpu, "250m");
+        assert_eq!(c.mesh.proxy_memory, "128Mi");
+        let e = RepoConfig::parse("mesh:\n  trust_domain: x\n  proxy_memory: 128MB\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("mesh.proxy_memory"), "{e}");
+    }
+
+    #[test]
+    fn publish_switch_defaults_on_and_rejects_unknown_keys() {
+        assert!(RepoConfig::default().publish.inline_comments);
+        let c = RepoConfig::parse("publish: { inline_comments: false }\n").unwrap();
+        assert!(!c.publish.inline_comments);
+        let e = RepoConfig::parse("publish:\n  inline_comment: false\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("inline_comment"), "{e}");
     }
 
     #[test]

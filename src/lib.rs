@@ -5,6 +5,7 @@
 //! [`analysis`] diffs base and head, [`report`] renders the result.
 
 pub mod analysis;
+pub mod changes;
 pub mod config;
 pub mod dashboard;
 pub mod evidence;
@@ -14,6 +15,7 @@ pub mod jobs;
 pub mod manifest;
 pub mod model;
 pub mod policy;
+pub mod publish;
 pub mod render;
 pub mod report;
 pub mod server;

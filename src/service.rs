@@ -159,6 +159,10 @@ pub struct ServeArgs {
     /// GitHub API root (GitHub Enterprise: `https://HOST/api/v3`).
     #[arg(long, env = "MESHWARD_GITHUB_API_URL")]
     pub github_api_url: Option<String>,
+    /// meshward's address as people reach it (`https://meshward.example.com`): check
+    /// runs link to the run's page under it.
+    #[arg(long, env = "MESHWARD_PUBLIC_URL")]
+    pub public_url: Option<String>,
     /// Concurrent workers in this process (0: take webhooks only).
     #[arg(long, env = "MESHWARD_WORKERS", default_value_t = 2)]
     pub workers: usize,
@@ -219,6 +223,7 @@ pub struct ServiceConfig {
     pub secrets: WebhookSecrets,
     pub app: AppIdentity,
     pub github: Option<GitHubConfig>,
+    pub public_url: Option<String>,
     pub queue: QueueConfig,
     pub max_body_bytes: usize,
     pub skip_migrations: bool,
@@ -270,6 +275,11 @@ impl ServeArgs {
                 slug: self.github_app_slug.clone(),
             },
             github: auth.map(|auth| GitHubConfig::new(self.github_api_url.clone(), auth)),
+            public_url: self
+                .public_url
+                .clone()
+                .filter(|u| !u.trim().is_empty())
+                .map(|u| u.trim_end_matches('/').to_string()),
             queue: QueueConfig {
                 workers: self.workers,
                 lease: Duration::from_secs(self.lease_secs.max(1)),
@@ -411,13 +421,14 @@ pub async fn serve(config: ServiceConfig, store: Store, shutdown: CancellationTo
     let wake = Arc::new(Notify::new());
     let clock = Clock::System;
     let workers = if github.is_some() && config.queue.workers > 0 {
-        let proto = Worker::new(
+        let mut proto = Worker::new(
             store.clone(),
             github.clone(),
             metrics.clone(),
             config.queue.clone(),
             clock.clone(),
         );
+        proto.public_url = config.public_url.clone();
         Some(jobs::spawn_pool(&proto, shutdown.clone(), wake.clone()))
     } else {
         None

@@ -88,12 +88,15 @@ fn argo_application_with_helm_source_and_value_files() {
 }
 
 #[test]
-fn flux_kustomization_renders_its_path_into_its_target_namespace() {
+fn flux_kustomization_renders_its_path_into_its_target_namespace_with_its_patches() {
+    // The file says resolution DNS; the Flux Kustomization's own patch makes it
+    // DNS_ROUND_ROBIN, which conflicts with two endpoints.
     let root = render_fixture("flux");
     let report = check_dir(&root);
     let f = with_rule(&report, "serviceentry/round-robin-multiple-endpoints");
     assert_eq!(f.len(), 1, "{:#?}", report.findings);
-    assert_eq!(f[0].file, "apps/egress/serviceentry.yaml");
+    // The field was set by the Flux object's patch: the finding points there.
+    assert_eq!(f[0].file, "clusters/prod/egress.yaml");
     assert_eq!(
         f[0].resource.as_ref().and_then(|r| r.namespace.as_deref()),
         Some("egress")

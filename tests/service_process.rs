@@ -130,19 +130,23 @@ async fn serve_on_the_embedded_store_checks_a_pull_request_and_stops_on_sigterm(
         .unwrap();
     assert_eq!(ok.status(), 202);
 
-    // The run lands in the SQLite file under the data folder.
+    // The run lands in the SQLite file under the data folder; the job succeeds once
+    // the run is published on the pull request too.
     let store = Store::open_sqlite(&data.join("meshward.db")).await.unwrap();
-    let run = eventually(Duration::from_secs(120), "the run to be stored", || {
+    eventually(Duration::from_secs(120), "the job to succeed", || {
         let store = store.clone();
         async move {
-            store
-                .runs(&RunFilter::default())
-                .await
-                .ok()
-                .and_then(|r| r.into_iter().next())
+            let jobs = store.jobs().await.ok()?;
+            (jobs.first()?.state == JobState::Succeeded).then_some(())
         }
     })
     .await;
+    let run = store.runs(&RunFilter::default()).await.unwrap().remove(0);
+    // Token mode: a commit status, and the summary comment.
+    let repo = fake.repo(REPO);
+    let states: Vec<&str> = repo.statuses.iter().map(|s| s.state.as_str()).collect();
+    assert_eq!(states, ["pending", "failure"]);
+    assert_eq!(repo.issue_comments.len(), 1);
     assert_eq!(run.outcome, RunOutcome::Fail);
     let rules: Vec<String> = store
         .findings(run.id)
@@ -191,7 +195,8 @@ fn migrate_prepares_the_embedded_store() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    let latest = meshward::store::Store::latest_migration(meshward::store::Backend::Sqlite);
+    let latest = Store::latest_migration(Backend::Sqlite);
+    assert!(latest >= 2, "publishing's migration is there");
     assert!(
         text.contains(&format!("database migrated to version {latest}")),
         "{text}"

@@ -85,6 +85,7 @@ async fn github_server_errors_and_rate_limits_are_retried_in_the_client(store: S
         retry_after: None,
         message: "Server Error".into(),
         times: 2,
+        ..Fault::default()
     });
     fake.inject(Fault {
         path_contains: "/compare/".into(),
@@ -92,6 +93,7 @@ async fn github_server_errors_and_rate_limits_are_retried_in_the_client(store: S
         retry_after: Some(0),
         message: "You have exceeded a secondary rate limit.".into(),
         times: 1,
+        ..Fault::default()
     });
     let store = migrated(store).await;
     store
@@ -108,10 +110,14 @@ async fn github_server_errors_and_rate_limits_are_retried_in_the_client(store: S
     for needle in [
         r#"meshward_github_api_calls_total{status="502"} 2"#,
         r#"meshward_github_api_calls_total{status="403"} 1"#,
-        r#"meshward_github_api_calls_total{status="200"} 3"#,
     ] {
         assert!(text.contains(needle), "{needle} not in\n{text}");
     }
+    let statuses =
+        |part: &str| -> Vec<u16> { fake.calls_to(part).iter().map(|c| c.status).collect() };
+    assert_eq!(statuses("/tarball/"), [502, 502, 302, 302]);
+    assert_eq!(statuses("/_codeload/"), [200, 200]);
+    assert_eq!(statuses("/compare/"), [403, 200]);
 }
 
 async fn failing_jobs_back_off_exponentially_then_fail_with_the_error(store: Store) {
@@ -123,6 +129,7 @@ async fn failing_jobs_back_off_exponentially_then_fail_with_the_error(store: Sto
         retry_after: None,
         message: "Server Error".into(),
         times: 10_000,
+        ..Fault::default()
     });
     let store = migrated(store).await;
     let id = store
@@ -212,11 +219,23 @@ async fn an_invalid_repo_config_fails_the_job_at_once(store: Store) {
         error.contains("config error") && error.contains("not_a_key"),
         "{error}"
     );
+    // The pull request is told why (token mode: a commit status).
+    let statuses = fake.repo(REPO).statuses;
+    let states: Vec<&str> = statuses.iter().map(|s| s.state.as_str()).collect();
+    assert_eq!(states, ["pending", "error"]);
+    let description = statuses[1].description.as_deref().unwrap_or_default();
+    assert!(
+        description.starts_with("meshward could not check this change: config error"),
+        "{description}"
+    );
 }
 
 async fn installation_tokens_are_reused_until_close_to_expiry(store: Store) {
     let fake = FakeGitHub::start().await;
     let (base, head) = gitops_repo(&fake);
+    for pr in [8, 9, 10] {
+        fake.open_pull(REPO, pr, &base, &head);
+    }
     let store = migrated(store).await;
     let metrics = Metrics::new();
     let clock = Clock::manual(0);

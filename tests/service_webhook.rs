@@ -1,5 +1,5 @@
 //! The webhook path, through the real router (no socket), on both store backends;
-//! and the end to end path: signed webhook → job → worker → run stored.
+//! and the end to end path: signed webhook → job → worker → run stored → published.
 
 #[macro_use]
 mod service_support;
@@ -350,9 +350,24 @@ async fn end_to_end_pull_request_to_stored_findings(store: Store) {
     assert_eq!(fake.calls_to("/compare/").len(), 1, "{paths:#?}");
     assert_eq!(fake.calls_to("/tarball/").len(), 2, "{paths:#?}");
     assert_eq!(fake.calls_to("/_codeload/").len(), 2, "{paths:#?}");
+    // And what it posted: the check run and the summary comment (created: 201, like
+    // the token), and one review.
+    let repo = fake.repo(REPO);
+    assert_eq!(repo.check_runs.len(), 1);
+    assert_eq!(
+        repo.check_runs
+            .values()
+            .next()
+            .unwrap()
+            .conclusion
+            .as_deref(),
+        Some("failure")
+    );
+    assert_eq!(repo.issue_comments.len(), 1);
+    assert_eq!(repo.reviews.len(), 1);
     let text = metrics.render();
     assert!(
-        text.contains(r#"meshward_github_api_calls_total{status="201"} 1"#),
+        text.contains(r#"meshward_github_api_calls_total{status="201"} 3"#),
         "{text}"
     );
     assert!(

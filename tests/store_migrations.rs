@@ -51,6 +51,24 @@ VALUES ((SELECT id FROM runs WHERE head_sha = 'ccccccccccccccccccccccccccccccccc
         'egress', 'PERMISSIVE', 3, 2, 1, 1, 0, 0);
 "#;
 
+/// Version 2: what was posted on pull request 7.
+const SEED_V2: &str = r#"
+INSERT INTO publications (job_id, repo_id, pr_number, head_sha, run_id, plan_json, check_run_id, check_state,
+                          annotations_sent, comment_id, review_id, state, error, created_at_ms, updated_at_ms,
+                          published_at_ms)
+VALUES ((SELECT id FROM jobs WHERE kind = 'check'), 1001, 7, 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', NULL, NULL,
+        555, 'in_progress', 0, NULL, NULL, 'started', NULL, 300, 300, NULL);
+
+INSERT INTO pr_comments (repo_id, pr_number, comment_id, job_id, head_sha, updated_at_ms)
+VALUES (1001, 7, 901, (SELECT id FROM jobs WHERE kind = 'check'), 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 300);
+
+INSERT INTO review_comments (repo_id, pr_number, finding_key, path, rule, subject, line, comment_id, review_id,
+                             job_id, head_sha, posted_at_ms, resolved_at_ms, reply_id)
+VALUES (1001, 7, '00112233445566778899', 'clusters/prod/payments.yaml', 'serviceentry/none-with-endpoints',
+        'ServiceEntry/egress/payments-api', 12, 902, 903, (SELECT id FROM jobs WHERE kind = 'check'),
+        'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 300, NULL, NULL);
+"#;
+
 /// Rows as version 3 holds them: a later baseline with the mTLS mode counts and
 /// per-namespace findings version 3 added.
 const SEED_V3: &str = r#"
@@ -80,7 +98,7 @@ VALUES ((SELECT id FROM runs WHERE head_sha = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee
 "#;
 
 /// (schema version, rows written at that version), oldest first.
-const SEEDS: &[(i64, &str)] = &[(1, SEED_V1), (3, SEED_V3)];
+const SEEDS: &[(i64, &str)] = &[(1, SEED_V1), (2, SEED_V2), (3, SEED_V3)];
 
 async fn all_migrations_apply_to_an_empty_database(store: Store) {
     assert_eq!(
@@ -202,6 +220,54 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     let id = store.enqueue(&new, 3, 3_000).await.unwrap().id();
     assert!(id > claimed.id);
     assert_eq!(store.jobs().await.unwrap().len(), 3);
+
+    // What was posted reads back, and re-runs keep building on it.
+    let pubs = store.publications(1001, 7).await.unwrap();
+    assert_eq!(pubs.len(), 1);
+    assert_eq!(pubs[0].job_id, claimed.id);
+    assert_eq!(
+        (pubs[0].check_run_id, pubs[0].check_state.as_deref()),
+        (Some(555), Some("in_progress"))
+    );
+    let again = store.start_publication(&claimed, 7, 4_000).await.unwrap();
+    assert_eq!(again, pubs[0], "an existing publication is kept");
+    store
+        .set_check_state(claimed.id, "completed", 4_000)
+        .await
+        .unwrap();
+    store
+        .finish_publication(claimed.id, None, 4_000)
+        .await
+        .unwrap();
+    let done = store.publication(claimed.id).await.unwrap().unwrap();
+    assert_eq!(
+        (done.state.as_str(), done.published_at_ms),
+        ("published", Some(4_000))
+    );
+    assert_eq!(store.pr_comment(1001, 7).await.unwrap(), Some(901));
+    assert_eq!(
+        store
+            .claim_pr_comment(1001, 7, 999, claimed.id, "a", 4_000)
+            .await
+            .unwrap(),
+        901,
+        "the recorded summary comment wins"
+    );
+    let mut comments = store.review_comments(1001, 7).await.unwrap();
+    assert_eq!(comments.len(), 1);
+    assert_eq!((comments[0].comment_id, comments[0].line), (902, 12));
+    let mut another = comments[0].clone();
+    another.finding_key = "ffeeddccbbaa99887766".into();
+    another.comment_id = 904;
+    store.record_review_comment(&another).await.unwrap();
+    store
+        .resolve_review_comment(1001, 7, "00112233445566778899", Some(905), 4_000)
+        .await
+        .unwrap();
+    comments = store.review_comments(1001, 7).await.unwrap();
+    assert_eq!(comments.len(), 2);
+    assert_eq!(comments[0].reply_id, Some(905));
+    assert_eq!(comments[1].comment_id, 904);
 }
 
 contract!(

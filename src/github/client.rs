@@ -80,6 +80,36 @@ pub struct GitHubError {
     pub method: Method,
     pub path: String,
     pub message: String,
+    /// A rate limit whose wait was longer than the client waits: how long GitHub
+    /// asked to wait (the job's retry waits at least this long).
+    pub retry_after: Option<Duration>,
+}
+
+impl GitHubError {
+    /// GitHub refuses this for good: the app was uninstalled or lacks a permission
+    /// (403), the repository or object is gone (404), or the request is invalid
+    /// (422). Trying again cannot help, so the job fails at once.
+    pub fn is_refusal(&self) -> bool {
+        self.retry_after.is_none()
+            && matches!(
+                self.status,
+                StatusCode::FORBIDDEN | StatusCode::NOT_FOUND | StatusCode::UNPROCESSABLE_ENTITY
+            )
+    }
+
+    /// The wait a rate limit in an error's chain asks for, if any.
+    pub fn retry_after_in(e: &anyhow::Error) -> Option<Duration> {
+        e.chain()
+            .filter_map(|c| c.downcast_ref::<GitHubError>())
+            .find_map(|g| g.retry_after)
+    }
+
+    /// The refusal found in an error's chain, if any.
+    pub fn refusal_in(e: &anyhow::Error) -> Option<&GitHubError> {
+        e.chain()
+            .filter_map(|c| c.downcast_ref::<GitHubError>())
+            .find(|g| g.is_refusal())
+    }
 }
 
 enum Mode {
@@ -95,6 +125,9 @@ struct Installation {
 struct Inner {
     crab: Octocrab,
     mode: Mode,
+    /// Where people read what the API serves: `https://github.com`, or the
+    /// Enterprise host.
+    web_url: String,
     installations: Mutex<HashMap<i64, Installation>>,
     metrics: Metrics,
     retry: RetryPolicy,
@@ -148,6 +181,7 @@ impl GitHub {
             inner: Arc::new(Inner {
                 crab,
                 mode,
+                web_url: web_url(config.api_url.as_deref()),
                 installations: Mutex::new(HashMap::new()),
                 metrics,
                 retry: config.retry,
@@ -156,6 +190,16 @@ impl GitHub {
                     .unwrap_or(chrono::Duration::minutes(5)),
             }),
         })
+    }
+
+    /// Is this an App (which may create check runs), not a plain token?
+    pub fn is_app(&self) -> bool {
+        matches!(self.inner.mode, Mode::App)
+    }
+
+    /// The web root for links people follow (`https://github.com`).
+    pub fn web_url(&self) -> &str {
+        &self.inner.web_url
     }
 
     /// A client for `repo` (`owner/name`). In App mode it acts as the installation
@@ -312,10 +356,11 @@ impl GitHub {
                 return Ok(bytes);
             }
             let message = error_message(&bytes);
+            let limit_wait = rate_limit_wait(status, &headers, &message);
             let wait = if status.is_server_error() {
                 Some(backoff(retry, attempt))
             } else {
-                rate_limit_wait(status, &headers, &message)
+                limit_wait
             };
             if let Some(wait) = wait {
                 if attempt < retry.max_retries && wait <= retry.max_delay {
@@ -330,10 +375,23 @@ impl GitHub {
                 method,
                 path: path.to_string(),
                 message,
+                retry_after: limit_wait,
             }
             .into());
         }
     }
+}
+
+/// github.com's API is api.github.com; Enterprise serves it under `/api/v3` of the
+/// web host.
+fn web_url(api_url: Option<&str>) -> String {
+    let api = api_url
+        .unwrap_or("https://api.github.com")
+        .trim_end_matches('/');
+    if api == "https://api.github.com" {
+        return "https://github.com".to_string();
+    }
+    api.strip_suffix("/api/v3").unwrap_or(api).to_string()
 }
 
 fn backoff(retry: &RetryPolicy, attempt: u32) -> Duration {
@@ -407,6 +465,36 @@ impl RepoClient {
         serde_json::from_slice(&bytes).with_context(|| format!("{method} {path}: not JSON"))
     }
 
+    /// Sends a call without a body (DELETE); the answer is ignored.
+    pub async fn send_empty(&self, method: Method, path: &str) -> Result<()> {
+        self.gh
+            .request(&self.crab, method, path, None, MAX_JSON_BYTES)
+            .await?;
+        Ok(())
+    }
+
+    /// Every item of a paged list (`per_page=100`), at most `max_pages` pages: the
+    /// rest is not read (a bound against endless lists).
+    pub async fn get_pages(&self, path: &str, max_pages: u32) -> Result<Vec<serde_json::Value>> {
+        let mut items = Vec::new();
+        let sep = if path.contains('?') { '&' } else { '?' };
+        for page in 1..=max_pages {
+            let v = self
+                .get_json(&format!("{path}{sep}per_page=100&page={page}"))
+                .await?;
+            let list = match v {
+                serde_json::Value::Array(list) => list,
+                _ => bail!("GET {path}: expected a list"),
+            };
+            let n = list.len();
+            items.extend(list);
+            if n < 100 {
+                break;
+            }
+        }
+        Ok(items)
+    }
+
     /// The gzipped tarball of the repository at `sha` (redirects followed).
     pub async fn tarball(&self, sha: &str) -> Result<Bytes> {
         check_sha(sha)?;
@@ -454,9 +542,47 @@ fn check_repo_name(repo: &str) -> Result<()> {
 }
 
 /// A commit id from a webhook goes into a URL path: hex only.
-fn check_sha(sha: &str) -> Result<()> {
+pub fn check_sha(sha: &str) -> Result<()> {
     if sha.is_empty() || sha.len() > 64 || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
         bail!("{sha:?} is not a commit id");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn web_urls_of_github_and_enterprise() {
+        assert_eq!(web_url(None), "https://github.com");
+        assert_eq!(
+            web_url(Some("https://api.github.com/")),
+            "https://github.com"
+        );
+        assert_eq!(
+            web_url(Some("https://ghe.example.com/api/v3")),
+            "https://ghe.example.com"
+        );
+        assert_eq!(web_url(Some("http://127.0.0.1:9")), "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn refusals_are_403_404_422_but_not_rate_limits() {
+        let e = |status: StatusCode, rate_limited: bool| GitHubError {
+            status,
+            method: Method::POST,
+            path: "/x".into(),
+            message: String::new(),
+            retry_after: rate_limited.then(|| Duration::from_secs(61)),
+        };
+        assert!(e(StatusCode::FORBIDDEN, false).is_refusal());
+        assert!(e(StatusCode::NOT_FOUND, false).is_refusal());
+        assert!(e(StatusCode::UNPROCESSABLE_ENTITY, false).is_refusal());
+        assert!(!e(StatusCode::FORBIDDEN, true).is_refusal());
+        assert!(!e(StatusCode::BAD_GATEWAY, false).is_refusal());
+        assert!(!e(StatusCode::UNAUTHORIZED, false).is_refusal());
+        let wrapped = anyhow::Error::new(e(StatusCode::NOT_FOUND, false)).context("publishing");
+        assert!(GitHubError::refusal_in(&wrapped).is_some());
+    }
 }

@@ -1,14 +1,17 @@
 //! Running one job: fetch the trees of the commits from GitHub, run the same
-//! pipeline as `meshward check`, return the report.
+//! pipeline as `meshward check`, store the run, and publish it to the pull request.
 
 use super::Worker;
 use crate::analysis::{self, Options, Revision};
+use crate::config::{PublishConfig, RepoConfig, CONFIG_FILE};
 use crate::github::tarball::{self, ExtractLimits};
 use crate::github::RepoClient;
+use crate::publish::{self, post::Target, Plan};
 use crate::report::Report;
-use crate::store::{Job, JobKind};
+use crate::store::{Job, JobKind, NewRun, RunFilter, RunOutcome};
 use crate::workspace::{self, TreeLimits};
 use anyhow::{anyhow, Context, Result};
+use std::collections::BTreeSet;
 use tempfile::TempDir;
 
 /// An error no retry can fix (the repository's config file is invalid): the job
@@ -17,18 +20,173 @@ use tempfile::TempDir;
 #[error("{0}")]
 pub struct Permanent(pub String);
 
-pub(super) struct Done {
-    pub report: Report,
-    /// The base commit compared against (the merge base of the PR), if any.
-    pub base_sha: Option<String>,
+pub(super) enum Done {
+    /// The run is stored (and, for a pull request, published).
+    Stored { run_id: i64, outcome: RunOutcome },
+    /// Another worker took the job before the run was stored.
+    LeaseLost,
 }
 
-pub(super) async fn execute(worker: &Worker, job: &Job) -> Result<Done> {
-    let github = worker
+/// What checking the commits gave.
+struct Checked {
+    report: Report,
+    /// The base commit compared against (the merge base of the PR), if any.
+    base_sha: Option<String>,
+    changed_paths: Option<BTreeSet<String>>,
+    publish: PublishConfig,
+}
+
+fn client_of(worker: &Worker) -> Result<&crate::github::GitHub> {
+    worker
         .github
         .as_ref()
-        .ok_or_else(|| anyhow!("no GitHub credentials are configured (MESHWARD_GITHUB_APP_ID and a private key, or MESHWARD_GITHUB_TOKEN)"))?;
+        .ok_or_else(|| anyhow!("no GitHub credentials are configured (MESHWARD_GITHUB_APP_ID and a private key, or MESHWARD_GITHUB_TOKEN)"))
+}
+
+/// Where a check job of a pull request publishes; None for baselines.
+fn target<'a>(worker: &'a Worker, client: &'a RepoClient, job: &'a Job) -> Option<Target<'a>> {
+    match (job.kind, job.pr_number) {
+        (JobKind::Check, Some(pr)) => Some(Target {
+            client,
+            store: &worker.store,
+            job,
+            pr_number: pr,
+            checks_api: worker.github.as_ref().is_some_and(|g| g.is_app()),
+            public_url: worker.public_url.as_deref(),
+            now_ms: worker.clock.now_ms(),
+        }),
+        _ => None,
+    }
+}
+
+pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Result<Done> {
+    let github = client_of(worker)?;
+    // The base repository's installation, also for a pull request from a fork: its
+    // commits are read through the base repository, and nothing of the fork runs.
     let client = github.repo(&job.repo, job.installation_id).await?;
+    let target = target(worker, &client, job);
+
+    // An earlier attempt stored the run and then failed to publish it: publish that
+    // run, as it was, instead of checking again.
+    if let Some((run_id, plan)) = worker.store.job_run(job.id).await? {
+        if let (Some(t), Some(plan)) = (&target, plan) {
+            let plan: Plan =
+                serde_json::from_str(&plan).context("the stored publication does not parse")?;
+            t.publish(run_id, &plan).await?;
+        }
+        let outcome = worker
+            .store
+            .runs(&RunFilter {
+                job_id: Some(job.id),
+                ..RunFilter::default()
+            })
+            .await?
+            .first()
+            .map(|r| r.outcome)
+            .unwrap_or(RunOutcome::Error);
+        return Ok(Done::Stored { run_id, outcome });
+    }
+
+    if let Some(t) = &target {
+        if let Err(e) = t.start().await {
+            if crate::github::GitHubError::refusal_in(&e).is_some() {
+                return Err(e);
+            }
+            // Not fatal: the check run is created when the result is published.
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "could not mark the check as started"
+            );
+        }
+    }
+
+    let checked = check(&client, job).await?;
+    let plan = target.as_ref().map(|t| {
+        publish::plan(
+            &checked.report,
+            &publish::Context {
+                repo: &job.repo,
+                pr_number: t.pr_number,
+                web_url: github.web_url(),
+                head_sha: &job.head_sha,
+                base_sha: checked.base_sha.as_deref(),
+                changed_paths: checked.changed_paths.as_ref(),
+                inline_comments: checked.publish.inline_comments,
+            },
+        )
+    });
+    let plan_json = plan.as_ref().map(serde_json::to_string).transpose()?;
+    let run = NewRun {
+        kind: job.kind,
+        repo_id: job.repo_id,
+        repo: &job.repo,
+        pr_number: job.pr_number,
+        head_sha: &job.head_sha,
+        base_sha: checked.base_sha.as_deref(),
+        started_at_ms: started_ms,
+        finished_at_ms: worker.clock.now_ms(),
+        report: Some(&checked.report),
+        error: None,
+    };
+    let outcome = run.outcome();
+    let Some(run_id) = worker
+        .store
+        .save_run(
+            job,
+            &worker.name,
+            &run,
+            plan_json.as_deref(),
+            worker.clock.now_ms(),
+        )
+        .await?
+    else {
+        return Ok(Done::LeaseLost);
+    };
+    tracing::info!(
+        run_id,
+        verdict = outcome.as_str(),
+        findings = checked.report.findings.len(),
+        "run stored"
+    );
+    if let (Some(t), Some(plan)) = (&target, &plan) {
+        t.publish(run_id, plan).await?;
+    }
+    Ok(Done::Stored { run_id, outcome })
+}
+
+/// A job that failed for good ends its check run with the reason, unless GitHub
+/// refused us (asking again would be the retry storm we avoid) or the run was
+/// stored (its result stands). Best effort: the failure is recorded either way.
+pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, refused: bool) {
+    let attempt = async {
+        let github = client_of(worker)?;
+        let client = github.repo(&job.repo, job.installation_id).await?;
+        let Some(t) = target(worker, &client, job) else {
+            return Ok(());
+        };
+        // A run stored by the job (not the error run just recorded) stands.
+        let stored = worker
+            .store
+            .publication(job.id)
+            .await?
+            .is_some_and(|p| p.run_id.is_some());
+        if refused || stored {
+            return worker
+                .store
+                .finish_publication(job.id, Some(reason), worker.clock.now_ms())
+                .await;
+        }
+        t.fail_check(reason).await
+    };
+    if let Err(e) = attempt.await {
+        tracing::warn!(
+            error = format!("{e:#}"),
+            "could not report the failure on the pull request"
+        );
+    }
+}
+
+async fn check(client: &RepoClient, job: &Job) -> Result<Checked> {
     let base_sha = match job.kind {
         JobKind::Baseline => None,
         JobKind::Check => {
@@ -50,9 +208,9 @@ pub(super) async fn execute(worker: &Worker, job: &Job) -> Result<Done> {
             })
         }
     };
-    let (head_dir, base_dir) = tokio::try_join!(fetch_tree(&client, &job.head_sha), async {
+    let (head_dir, base_dir) = tokio::try_join!(fetch_tree(client, &job.head_sha), async {
         match &base_sha {
-            Some(sha) => fetch_tree(&client, sha).await.map(Some),
+            Some(sha) => fetch_tree(client, sha).await.map(Some),
             None => Ok(None),
         }
     })?;
@@ -61,7 +219,7 @@ pub(super) async fn execute(worker: &Worker, job: &Job) -> Result<Done> {
     let base_label = base_sha.as_deref().map(short);
     // The pipeline is CPU-bound and synchronous: off the async threads. The temp dirs
     // live until it is done (rendering reads files from them).
-    let report = tokio::task::spawn_blocking(move || -> Result<Report> {
+    let checked = tokio::task::spawn_blocking(move || -> Result<Checked> {
         let limits = TreeLimits::default();
         let head_tree = workspace::read_dir(head_dir.path(), &limits)?;
         let base_tree = match &base_dir {
@@ -72,9 +230,18 @@ pub(super) async fn execute(worker: &Worker, job: &Job) -> Result<Done> {
         let changed_paths = base_tree
             .as_ref()
             .and_then(|b| workspace::changed_paths(b, &head_tree));
+        // Like every setting, the publish switch comes from base. (An invalid file
+        // fails the analysis below with its line.)
+        let publish = base_tree
+            .as_ref()
+            .unwrap_or(&head_tree)
+            .get(CONFIG_FILE)
+            .and_then(|f| RepoConfig::parse(&String::from_utf8_lossy(&f.bytes)).ok())
+            .map(|c| c.publish)
+            .unwrap_or_default();
         let opts = Options {
             repo_urls,
-            changed_paths,
+            changed_paths: changed_paths.clone(),
             ..Options::new(chrono::Local::now().date_naive())
         };
         let report = analysis::analyze(
@@ -95,11 +262,19 @@ pub(super) async fn execute(worker: &Worker, job: &Job) -> Result<Done> {
             crate::analysis::CheckError::Other(e) => e,
         })?;
         drop((head_dir, base_dir));
-        Ok(report)
+        Ok(Checked {
+            report,
+            base_sha: None,
+            changed_paths,
+            publish,
+        })
     })
     .await
     .context("the check panicked")??;
-    Ok(Done { report, base_sha })
+    Ok(Checked {
+        base_sha,
+        ..checked
+    })
 }
 
 async fn fetch_tree(client: &RepoClient, sha: &str) -> Result<TempDir> {

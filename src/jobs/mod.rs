@@ -1,7 +1,8 @@
 //! Workers of the durable job queue (the queue itself lives in [`crate::store`]):
 //! claim a job with a lease, keep the lease alive while working, run the check
-//! through GitHub and the pipeline, store the run; on failure retry with exponential
-//! backoff up to the job's attempt limit. Tests drive a [`Worker`] with
+//! through GitHub and the pipeline, store the run, publish it to the pull request;
+//! on failure retry with exponential backoff up to the job's attempt limit (a run
+//! already stored is published again, not checked again). Tests drive a [`Worker`] with
 //! [`Worker::run_until_idle`] and a [`Clock`] they control.
 
 mod execute;
@@ -127,6 +128,8 @@ pub struct Worker {
     pub clock: Clock,
     /// Unique among all workers on the database: it is the lease holder's name.
     pub name: String,
+    /// meshward's public address: check runs link to the run's page under it.
+    pub public_url: Option<String>,
 }
 
 static WORKER_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -159,6 +162,7 @@ impl Worker {
             config: Arc::new(config),
             clock,
             name: worker_name(),
+            public_url: None,
         }
     }
 
@@ -225,7 +229,7 @@ impl Worker {
             let heartbeat = self.spawn_heartbeat(job.id, lost.clone());
             let grace = self.config.shutdown_grace;
             let result = tokio::select! {
-                r = execute::execute(self, job) => Some(r),
+                r = execute::execute(self, job, started_ms) => Some(r),
                 _ = lost.cancelled() => None,
                 _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
                     heartbeat.abort();
@@ -245,40 +249,31 @@ impl Worker {
         };
         let now = self.clock.now_ms();
         let processed = match outcome {
-            Ok(done) => {
-                let run = NewRun {
-                    kind: job.kind,
-                    repo_id: job.repo_id,
-                    repo: &job.repo,
-                    pr_number: job.pr_number,
-                    head_sha: &job.head_sha,
-                    base_sha: done.base_sha.as_deref(),
-                    started_at_ms: started_ms,
-                    finished_at_ms: now,
-                    report: Some(&done.report),
-                    error: None,
-                };
-                match self.store.complete(job, &self.name, &run, now).await? {
-                    Some(run_id) => {
-                        self.metrics
-                            .check_results
-                            .with_label_values(&[job.kind.as_str(), run.outcome().as_str()])
-                            .inc();
-                        tracing::info!(
-                            run_id,
-                            verdict = run.outcome().as_str(),
-                            findings = done.report.findings.len(),
-                            "run stored"
-                        );
-                        Processed::Succeeded { run_id }
-                    }
-                    None => Processed::LeaseLost,
+            Ok(execute::Done::Stored { run_id, outcome }) => {
+                if self.store.finish(job, &self.name, now).await? {
+                    self.metrics
+                        .check_results
+                        .with_label_values(&[job.kind.as_str(), outcome.as_str()])
+                        .inc();
+                    Processed::Succeeded { run_id }
+                } else {
+                    Processed::LeaseLost
                 }
             }
+            Ok(execute::Done::LeaseLost) => Processed::LeaseLost,
             Err(e) => {
-                let error = format!("{e:#}");
-                let permanent = e.downcast_ref::<execute::Permanent>().is_some();
-                let retry_at = now + self.config.backoff(job.attempts).as_millis() as i64;
+                // GitHub refusing for good (app uninstalled, permission missing) is
+                // as final as a bad config file: no retry storm.
+                let refusal = crate::publish::post::refusal_reason(&job.repo, &e);
+                let refused = refusal.is_some();
+                let error = refusal.unwrap_or_else(|| format!("{e:#}"));
+                let permanent = refused || e.downcast_ref::<execute::Permanent>().is_some();
+                // A rate limit's own wait wins over a shorter backoff.
+                let wait = self
+                    .config
+                    .backoff(job.attempts)
+                    .max(crate::github::GitHubError::retry_after_in(&e).unwrap_or_default());
+                let retry_at = now + wait.as_millis() as i64;
                 let run = NewRun {
                     kind: job.kind,
                     repo_id: job.repo_id,
@@ -302,6 +297,7 @@ impl Worker {
                             .with_label_values(&[job.kind.as_str(), "error"])
                             .inc();
                         tracing::error!(error, "job failed for good");
+                        execute::report_failure(self, job, &error, refused).await;
                         Processed::Failed { error }
                     }
                     Some(_) => {

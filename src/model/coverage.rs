@@ -52,7 +52,7 @@ pub fn of(model: &Model) -> Coverage {
         .collect();
     for s in &model.selectors {
         if let Some(ns) = namespaces.get_mut(&s.namespace) {
-            if s.match_count > 0 {
+            if s.match_count > 0 || !s.workload_groups.is_empty() {
                 ns.selectors_effective += 1;
             } else {
                 ns.selectors_ineffective += 1;

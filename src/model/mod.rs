@@ -1,8 +1,13 @@
 //! The mesh model: what the manifests mean once Istio acts on them. Label matching
 //! and injection are computed here, once and indexed, so the policies stay short.
 
+mod authz;
 pub mod coverage;
 mod labels;
+pub mod quantity;
+mod scale;
+mod services;
+mod vm;
 
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
@@ -11,7 +16,11 @@ use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
 
+pub use authz::{AuthzMatch, Identity};
 pub use labels::address_problem;
+pub use scale::{Autoscaler, ProxyRequests};
+pub use services::{CallRef, Service};
+pub use vm::WorkloadGroup;
 
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Model {
@@ -24,6 +33,13 @@ pub struct Model {
     pub service_accounts: BTreeMap<String, Vec<String>>,
     /// scope key → effective mode.
     pub mtls_scopes: BTreeMap<String, String>,
+    pub workload_groups: Vec<WorkloadGroup>,
+    /// Kubernetes Services, with what their selectors select. Not in the policy input
+    /// (no policy needs it, and it is large): the change report uses it.
+    #[serde(skip)]
+    pub services: Vec<Service>,
+    /// `ns/sa` → the identity it presents and the AuthorizationPolicies naming it.
+    pub identities: BTreeMap<String, Identity>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -65,12 +81,25 @@ pub struct Workload {
     pub replicas: Option<i64>,
     pub proxy: bool,
     pub proxy_reason: String,
+    /// What gives it a proxy: `namespace-label` (istio-injection), `namespace-revision`
+    /// (istio.io/rev on the namespace), `pod-opt-in` (sidecar.istio.io/inject: "true"),
+    /// `pod-revision` (istio.io/rev on the pod), `template` (istio-proxy already in the
+    /// pod spec); None without a proxy.
+    pub proxy_via: Option<String>,
     pub opted_out: bool,
     pub host_network: bool,
     pub native_sidecar: bool,
     /// Injection applies to it now, but its running pods predate that (see [`build`]).
     pub pending_rollout: bool,
     pub template_hash: String,
+    /// The HorizontalPodAutoscaler that scales it, if any.
+    pub autoscaler: Option<Autoscaler>,
+    /// What one of its proxies requests (annotations, else the configured defaults).
+    pub proxy_requests: ProxyRequests,
+    /// Kubernetes Services its containers name in env values, args or command (for
+    /// the change report; not in the policy input).
+    #[serde(skip)]
+    pub calls: Vec<CallRef>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -109,6 +138,8 @@ pub struct Selector {
     pub spec_only_matches: Vec<String>,
     pub workload_entry_matches: usize,
     pub invalid: Vec<InvalidLabel>,
+    /// ServiceEntries only: WorkloadGroups whose VMs it will select once they register.
+    pub workload_groups: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -226,11 +257,16 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
         }
     }
 
+    let autoscalers = scale::autoscalers(resources);
     for r in resources
         .iter()
         .filter(|r| WORKLOAD_KINDS.contains(&r.kind.as_str()))
     {
         if let Some(mut w) = workload_of(r, &model.namespaces) {
+            w.autoscaler = autoscalers
+                .get(&(w.namespace.clone(), w.kind.clone(), w.name.clone()))
+                .cloned();
+            w.proxy_requests = scale::proxy_requests(&w.annotations, mesh);
             if let Some(before) = base.and_then(|b| b.workloads.iter().find(|b| b.id == w.id)) {
                 if w.proxy && !before.proxy && before.template_hash == w.template_hash {
                     w.proxy = false;
@@ -273,20 +309,18 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
                 .push(we.id.clone());
         }
     }
-    for r in resources
+    model.workload_groups = resources
         .iter()
         .filter(|r| r.kind == "WorkloadGroup" && is_istio(r))
-    {
-        if let (Some(ns), Some(sa)) = (
-            &r.namespace,
-            str_at(&r.body, "/spec/template/serviceAccount"),
-        ) {
-            model
-                .service_accounts
-                .entry(format!("{ns}/{sa}"))
-                .or_default()
-                .push(r.id.clone());
-        }
+        .filter_map(vm::group_of)
+        .collect();
+    // VMs of a group run as its service account (`default` when unset, as istioctl).
+    for g in &model.workload_groups {
+        model
+            .service_accounts
+            .entry(format!("{}/{}", g.namespace, g.service_account))
+            .or_default()
+            .push(g.id.clone());
     }
 
     let (selectors, pas) = {
@@ -320,6 +354,31 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
     model.selectors = selectors;
     apply_mtls(&mut model, &pas, mesh);
     model.peer_authentications = pas;
+
+    model.services = services::services_of(resources, &model.workloads, &model.workload_entries);
+    vm::link(
+        &mut model.workload_groups,
+        &mut model.selectors,
+        &model.services,
+    );
+    {
+        let index = services::ServiceIndex::new(&model.services);
+        let calls: HashMap<String, Vec<CallRef>> = resources
+            .iter()
+            .filter(|r| WORKLOAD_KINDS.contains(&r.kind.as_str()))
+            .filter_map(|r| {
+                let ns = r.namespace.as_deref()?;
+                let calls = services::calls_of(pod_template(r)?, ns, &index);
+                (!calls.is_empty()).then(|| (r.id.clone(), calls))
+            })
+            .collect();
+        for w in &mut model.workloads {
+            if let Some(c) = calls.get(&w.id) {
+                w.calls = c.clone();
+            }
+        }
+    }
+    model.identities = authz::identities(resources, &model.service_accounts, mesh);
     model
 }
 
@@ -389,7 +448,7 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
         .map(String::as_str);
     let opted_out = inject_flag == Some("false");
     let ns = namespaces.get(&ns_name);
-    let (proxy, proxy_reason) = if pre_injected {
+    let (proxy, proxy_reason, via): (bool, String, Option<&str>) = if pre_injected {
         (
             true,
             if native_sidecar {
@@ -397,38 +456,61 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
             } else {
                 "istio-proxy is already in containers".to_string()
             },
+            Some("template"),
         )
     } else if host_network {
-        (false, "hostNetwork pods are never injected".to_string())
+        (
+            false,
+            "hostNetwork pods are never injected".to_string(),
+            None,
+        )
     } else if opted_out {
         (
             false,
             "opted out with sidecar.istio.io/inject: \"false\"".to_string(),
+            None,
         )
     } else {
         match ns {
-            Some(ns) if ns.injection.enabled => (
-                true,
-                match &ns.injection.revision {
-                    Some(rev) => format!("namespace {} has istio.io/rev={rev}", ns.name),
-                    None => format!("namespace {} has istio-injection=enabled", ns.name),
-                },
-            ),
+            Some(ns) if ns.injection.enabled => match &ns.injection.revision {
+                Some(rev) => (
+                    true,
+                    format!("namespace {} has istio.io/rev={rev}", ns.name),
+                    Some("namespace-revision"),
+                ),
+                None => (
+                    true,
+                    format!("namespace {} has istio-injection=enabled", ns.name),
+                    Some("namespace-label"),
+                ),
+            },
             Some(ns) if ns.injection.explicitly_disabled => (
                 false,
                 format!("namespace {} has istio-injection=disabled", ns.name),
+                None,
             ),
-            _ if inject_flag == Some("true") || labels.contains_key("istio.io/rev") => (
+            _ if inject_flag == Some("true") => (
                 true,
                 "the pod opts in with sidecar.istio.io/inject: \"true\"".to_string(),
+                Some("pod-opt-in"),
+            ),
+            _ if labels.contains_key("istio.io/rev") => (
+                true,
+                format!(
+                    "the pod opts in with istio.io/rev={}",
+                    labels.get("istio.io/rev").map(String::as_str).unwrap_or("")
+                ),
+                Some("pod-revision"),
             ),
             Some(ns) if ns.declared => (
                 false,
                 format!("namespace {} has no injection label", ns.name),
+                None,
             ),
             _ => (
                 false,
                 format!("namespace {ns_name} is not declared in this repository, so its injection labels are unknown"),
+                None,
             ),
         }
     };
@@ -453,11 +535,15 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
         replicas,
         proxy,
         proxy_reason,
+        proxy_via: via.map(str::to_string),
         opted_out,
         host_network,
         native_sidecar,
         pending_rollout: false,
         template_hash: hash_json(template),
+        autoscaler: None,
+        proxy_requests: ProxyRequests::default(),
+        calls: Vec::new(),
     })
 }
 
@@ -586,6 +672,7 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
                 matches,
                 spec_only_matches: spec_only,
                 workload_entry_matches: entry_matches,
+                workload_groups: Vec::new(),
             });
         }
         return out;
@@ -629,6 +716,7 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
                 matches,
                 spec_only_matches: spec_only,
                 workload_entry_matches: entry_matches,
+                workload_groups: Vec::new(),
             });
         }
         None if !has_target_ref && NAMESPACE_WIDE.contains(&r.kind.as_str()) => {
@@ -656,6 +744,7 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
                 matches,
                 spec_only_matches: Vec::new(),
                 invalid: Vec::new(),
+                workload_groups: Vec::new(),
             });
         }
         None => {}

@@ -171,6 +171,18 @@ pub fn wrapper(relative_root: &str, opts: &KustomizeOptions) -> String {
             .collect();
         k["images"] = Json::from(images);
     }
+    if !opts.image_overrides.is_empty() {
+        let mut images = k
+            .get("images")
+            .and_then(Json::as_array)
+            .cloned()
+            .unwrap_or_default();
+        images.extend(opts.image_overrides.iter().cloned());
+        k["images"] = Json::from(images);
+    }
+    if !opts.patches.is_empty() {
+        k["patches"] = Json::from(opts.patches.clone());
+    }
     serde_json::to_string_pretty(&k).unwrap_or_default()
 }
 
@@ -231,6 +243,7 @@ pub fn source_map(
     to_repo: &dyn Fn(&str) -> Option<String>,
     read: &dyn Fn(&str) -> Option<String>,
     entry: (&str, u32),
+    inline_patches: &[Json],
 ) -> SourceMap {
     let parse = |file: &str| -> Vec<Node> {
         read(file)
@@ -332,11 +345,69 @@ pub fn source_map(
             }
         }
     }
+    // Patches the app object itself carries (Flux spec.patches) are applied last, by
+    // the wrapper; a field they set points at the app object.
+    for p in inline_patches {
+        let targets_it = p.get("target").is_none_or(|t| {
+            t.get("kind")
+                .and_then(Json::as_str)
+                .is_none_or(|k| k == kind)
+                && t.get("name").and_then(Json::as_str).is_none_or(|n| {
+                    Some(n) == original_name.as_deref() || rendered_name.contains(n)
+                })
+        });
+        let Some(text) = p.get("patch").and_then(Json::as_str) else {
+            continue;
+        };
+        if !targets_it {
+            continue;
+        }
+        let docs = yaml::parse_documents(text, &Limits::default()).unwrap_or_default();
+        for doc in docs.into_iter().filter_map(|d| d.result.ok().flatten()) {
+            // A JSON 6902 patch (a list of operations) sets the paths it names.
+            let doc = match &doc.value {
+                yaml::Value::Seq(ops) => {
+                    let ops = ops
+                        .iter()
+                        .filter_map(|op| Some((op.get("path")?.as_str()?.to_string(), entry.1)))
+                        .collect();
+                    patches.push(super::Patch::Json {
+                        file: entry.0.to_string(),
+                        ops,
+                    });
+                    continue;
+                }
+                _ => doc,
+            };
+            patches.push(super::Patch::Merge {
+                file: entry.0.to_string(),
+                // Lines inside an inline patch are not lines of the app's file.
+                doc: Arc::new(flatten_lines(doc, entry.1)),
+            });
+        }
+    }
     SourceMap::Kustomize {
         origin: origin_doc,
         patches,
         entry: (entry.0.to_string(), entry.1),
     }
+}
+
+fn flatten_lines(mut node: Node, line: u32) -> Node {
+    node.line = line;
+    node.value = match node.value {
+        yaml::Value::Seq(items) => {
+            yaml::Value::Seq(items.into_iter().map(|n| flatten_lines(n, line)).collect())
+        }
+        yaml::Value::Map(entries) => yaml::Value::Map(
+            entries
+                .into_iter()
+                .map(|(k, n)| (k, flatten_lines(n, line)))
+                .collect(),
+        ),
+        other => other,
+    };
+    node
 }
 
 /// Relative path from the wrapper folder to the root folder.

@@ -852,6 +852,7 @@ pub fn render_root(
                     &to_repo,
                     view_read,
                     entry,
+                    &root.kustomize.patches,
                 )
             }
             _ => helm::source_map(

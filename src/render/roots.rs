@@ -22,6 +22,10 @@ pub struct KustomizeOptions {
     pub name_suffix: Option<String>,
     pub common_labels: BTreeMap<String, String>,
     pub images: Vec<String>,
+    /// Image overrides already in kustomize's form (Flux `spec.images`).
+    pub image_overrides: Vec<Json>,
+    /// Patches in kustomize's form (Flux `spec.patches`: inline patch + target).
+    pub patches: Vec<Json>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -155,6 +159,10 @@ fn string_map(v: Option<&Json>) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+fn array(v: Option<&Json>) -> Vec<Json> {
+    v.and_then(Json::as_array).cloned().unwrap_or_default()
+}
+
 fn inline_yaml(text: &str) -> Option<Json> {
     yaml_serde::from_str::<Json>(text).ok()
 }
@@ -247,6 +255,8 @@ pub fn app_sources(
                         name_suffix: s(&r.body, "/spec/nameSuffix"),
                         common_labels: string_map(r.body.pointer("/spec/commonMetadata/labels")),
                         images: Vec::new(),
+                        image_overrides: array(r.body.pointer("/spec/images")),
+                        patches: array(r.body.pointer("/spec/patches")),
                     },
                     defined_by: by,
                     file: r.file.clone(),
@@ -388,6 +398,7 @@ fn argo_app(
                             .collect()
                     })
                     .unwrap_or_default(),
+                ..Default::default()
             },
             defined_by: by.to_string(),
             file: r.file.clone(),

@@ -1,5 +1,7 @@
 //! The markdown body a PR comment carries (and `check --format markdown`).
 
+pub mod changes;
+
 use super::{Report, Verdict};
 use crate::finding::{Finding, Severity, Status};
 use std::fmt::Write;
@@ -130,6 +132,10 @@ pub fn render(report: &Report, links: &Links) -> String {
         }
     }
 
+    if let Some(c) = &report.changes {
+        out.push_str(&changes::section(c));
+    }
+
     coverage_table(&mut out, report);
 
     if !resolved.is_empty() {
@@ -174,6 +180,20 @@ pub fn render(report: &Report, links: &Links) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A row label inside a sentence: "Workloads with…" → "workloads with…", but
+/// "WorkloadEntries…" stays as the kind is spelled.
+fn in_sentence(label: &str) -> String {
+    let first_word = label.split(' ').next().unwrap_or_default();
+    if first_word.chars().skip(1).any(char::is_uppercase) {
+        return label.to_string();
+    }
+    let mut chars = label.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 fn coverage_table(out: &mut String, report: &Report) {
@@ -222,6 +242,19 @@ fn coverage_table(out: &mut String, report: &Report) {
     let _ = writeln!(out, "### Mesh coverage\n");
     match base {
         Some(_) => {
+            // The delta first, in words: what a reviewer wants from the table.
+            let changes: Vec<String> = rows
+                .iter()
+                .filter_map(|(name, h, b)| match b {
+                    Some(b) if b != h => Some(format!("{} {b} → {h}", in_sentence(name))),
+                    _ => None,
+                })
+                .collect();
+            if changes.is_empty() {
+                let _ = writeln!(out, "This change leaves coverage as it was.\n");
+            } else {
+                let _ = writeln!(out, "This change moves {}.\n", changes.join("; "));
+            }
             let _ = writeln!(out, "| | base | head |\n|---|---|---|");
             for (name, h, b) in rows {
                 let b = b.unwrap_or_default();

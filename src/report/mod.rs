@@ -16,6 +16,11 @@ pub struct Report {
     /// Findings an exception in the config file covers.
     pub suppressed: Vec<Suppressed>,
     pub coverage: CoverageReport,
+    /// What the change does to the mesh (identities, VM bootstrap, selections, proxy
+    /// cost, new hops); null without a base revision. Absent in reports stored before
+    /// it existed.
+    #[serde(default)]
+    pub changes: Option<crate::changes::Changes>,
     pub summary: Summary,
     /// The mesh models, for the sections that explain a change. Not part of the JSON.
     #[serde(skip)]
@@ -27,6 +32,8 @@ pub struct Models {
     pub head: Model,
     pub base: Option<Model>,
     pub head_resources: Vec<String>,
+    /// Ids of head resources the change adds or edits (empty without a base).
+    pub changed: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

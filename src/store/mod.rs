@@ -301,7 +301,9 @@ macro_rules! insert_run {
     }};
 }
 
+mod publications;
 mod trends;
+pub use publications::{Publication, ReviewCommentRecord};
 
 impl Store {
     /// Connects to `url`: `postgres://…` or `sqlite://PATH` (the file is created).
@@ -633,10 +635,84 @@ impl Store {
         })
     }
 
+    /// Stores the run of a job `worker` holds without finishing the job (it still
+    /// has to publish), with what the run publishes (`plan_json`) in the same
+    /// transaction. None (and nothing stored) when the lease was lost.
+    pub async fn save_run(
+        &self,
+        job: &Job,
+        worker: &str,
+        run: &NewRun<'_>,
+        plan_json: Option<&str>,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        with_pool!(self, p => {
+            let mut tx = p.begin().await?;
+            let held = sqlx::query(
+                "UPDATE jobs SET updated_at_ms = $3 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
+            )
+            .bind(job.id)
+            .bind(worker)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if held != 1 {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let run_id = insert_run!(&mut *tx, Some(job.id), run);
+            if let (Some(plan), Some(pr)) = (plan_json, job.pr_number) {
+                sqlx::query(
+                    "INSERT INTO publications (job_id, repo_id, pr_number, head_sha, run_id, plan_json, state, \
+                         created_at_ms, updated_at_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, 'stored', $7, $7) \
+                     ON CONFLICT (job_id) DO UPDATE SET run_id = excluded.run_id, \
+                         plan_json = excluded.plan_json, state = 'stored', updated_at_ms = excluded.updated_at_ms",
+                )
+                .bind(job.id)
+                .bind(job.repo_id)
+                .bind(pr)
+                .bind(&job.head_sha)
+                .bind(run_id)
+                .bind(plan)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(Some(run_id))
+        })
+    }
+
+    /// The run a job already stored, and what it publishes: a retried job publishes
+    /// it instead of checking again.
+    pub async fn job_run(&self, job_id: i64) -> Result<Option<(i64, Option<String>)>> {
+        let sql = "SELECT r.id AS run_id, p.plan_json AS plan_json FROM runs r \
+                   LEFT JOIN publications p ON p.job_id = r.job_id WHERE r.job_id = $1";
+        with_pool!(self, p => {
+            match sqlx::query(sql).bind(job_id).fetch_optional(p).await? {
+                Some(r) => Ok(Some((r.try_get("run_id")?, r.try_get("plan_json")?))),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Marks a job `worker` holds succeeded (its run is stored already). False: the
+    /// lease was lost.
+    pub async fn finish(&self, job: &Job, worker: &str, now: i64) -> Result<bool> {
+        let sql =
+            "UPDATE jobs SET state = 'succeeded', locked_until_ms = NULL, last_error = NULL, \
+                       updated_at_ms = $3, finished_at_ms = $3 \
+                   WHERE id = $1 AND locked_by = $2 AND state = 'running'";
+        let n = with_pool!(self, p => sqlx::query(sql).bind(job.id).bind(worker).bind(now).execute(p).await?.rows_affected());
+        Ok(n == 1)
+    }
+
     /// Records a failed attempt of a job `worker` holds: queued again at `retry_at`
     /// while attempts remain (and the error is not `permanent`), else `failed` with
-    /// an `error` run stored. Returns the job's new state, or None when the lease was
-    /// lost.
+    /// an `error` run stored (unless the job stored its run already). Returns the
+    /// job's new state, or None when the lease was lost.
     #[allow(clippy::too_many_arguments)]
     pub async fn fail(
         &self,
@@ -672,7 +748,14 @@ impl Store {
                 tx.rollback().await?;
                 return Ok(None);
             }
-            if give_up {
+            // A job that stored its run and then failed to publish keeps that run.
+            let stored: Option<i64> = sqlx::query("SELECT id FROM runs WHERE job_id = $1")
+                .bind(job.id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map(|r| r.try_get("id"))
+                .transpose()?;
+            if give_up && stored.is_none() {
                 insert_run!(&mut *tx, Some(job.id), run);
             }
             tx.commit().await?;

@@ -1,10 +1,16 @@
 //! A fake GitHub for tests: a wiremock server backed by an in-memory model of
-//! installations, repositories, commits and pull requests. meshward reaches it
-//! through the real octocrab client (MESHWARD_GITHUB_API_URL); tests assert on the
-//! model's end state and on its log of calls.
+//! installations, repositories, commits, pull requests (with their diffs), check
+//! runs, commit statuses, issue comments, reviews and review comments (with thread
+//! resolution over GraphQL). meshward reaches it through the real octocrab client
+//! (MESHWARD_GITHUB_API_URL); tests assert on the model's end state and on its log
+//! of calls.
 //!
-//! Extend [`Model`] and [`Responder::route`] for new endpoints (check runs, comments,
-//! reviews): keep the state in the model, so tests can read what meshward did.
+//! It enforces what GitHub enforces and meshward must respect: only Apps create
+//! check runs, 50 annotations per request, 65,535 characters of check output,
+//! 65,536 characters of comment, review comments only on lines of the diff.
+//!
+//! Extend [`Model`] and [`Responder::route`] for new endpoints: keep the state in
+//! the model, so tests can read what meshward did.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -43,6 +49,68 @@ pub struct Pull {
     pub head_sha: String,
     pub base_sha: String,
     pub base_ref: String,
+    /// Where the head branch lives: this repository, or a fork.
+    pub head_repo: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CheckRun {
+    pub id: i64,
+    pub name: String,
+    pub head_sha: String,
+    pub status: String,
+    pub conclusion: Option<String>,
+    pub external_id: Option<String>,
+    pub details_url: Option<String>,
+    pub title: Option<String>,
+    pub summary: Option<String>,
+    pub text: Option<String>,
+    /// Every annotation received (GitHub appends them).
+    pub annotations: Vec<serde_json::Value>,
+    /// How many annotations each request carried (requests without any: not listed).
+    pub annotation_batches: Vec<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CommitStatus {
+    pub sha: String,
+    pub state: String,
+    pub context: String,
+    pub description: Option<String>,
+    pub target_url: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct IssueComment {
+    pub id: i64,
+    pub number: i64,
+    pub body: String,
+    pub login: String,
+    pub user_type: String,
+    pub edits: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Review {
+    pub id: i64,
+    pub number: i64,
+    pub commit_id: String,
+    pub event: String,
+    pub body: String,
+    pub comment_ids: Vec<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReviewComment {
+    pub id: i64,
+    pub number: i64,
+    pub review_id: Option<i64>,
+    pub path: String,
+    pub line: Option<u32>,
+    pub body: String,
+    pub in_reply_to: Option<i64>,
+    pub login: String,
+    pub commit_id: String,
 }
 
 #[derive(Debug, Clone)]
@@ -53,6 +121,29 @@ pub struct Repo {
     pub installation_id: i64,
     pub commits: BTreeMap<String, Commit>,
     pub pulls: BTreeMap<i64, Pull>,
+    pub check_runs: BTreeMap<i64, CheckRun>,
+    pub statuses: Vec<CommitStatus>,
+    pub issue_comments: BTreeMap<i64, IssueComment>,
+    pub reviews: BTreeMap<i64, Review>,
+    pub review_comments: BTreeMap<i64, ReviewComment>,
+    /// Review threads marked resolved, by the id of their first comment.
+    pub resolved_threads: BTreeSet<i64>,
+}
+
+impl Repo {
+    /// Top-level review comments (not replies).
+    pub fn inline_comments(&self) -> Vec<&ReviewComment> {
+        self.review_comments
+            .values()
+            .filter(|c| c.in_reply_to.is_none())
+            .collect()
+    }
+    pub fn replies_to(&self, id: i64) -> Vec<&ReviewComment> {
+        self.review_comments
+            .values()
+            .filter(|c| c.in_reply_to == Some(id))
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -68,12 +159,16 @@ pub struct Call {
     pub status: u16,
 }
 
-/// An answer forced on the next `times` requests whose path contains `path`.
-#[derive(Debug, Clone)]
+/// An answer forced on the next `times` requests whose path contains `path` (and,
+/// if given, whose method is `method`).
+#[derive(Debug, Clone, Default)]
 pub struct Fault {
     pub path_contains: String,
+    pub method: Option<String>,
     pub status: u16,
     pub retry_after: Option<u64>,
+    /// More headers on the answer (`x-ratelimit-reset`, …).
+    pub headers: Vec<(String, String)>,
     pub message: String,
     pub times: usize,
 }
@@ -92,6 +187,7 @@ pub struct Model {
     /// Answers to paths containing the key are held back this long.
     pub delays: Vec<(String, std::time::Duration)>,
     next_token: u64,
+    next_id: i64,
 }
 
 impl Default for Model {
@@ -105,6 +201,7 @@ impl Default for Model {
             faults: VecDeque::new(),
             delays: Vec::new(),
             next_token: 0,
+            next_id: 1000,
         }
     }
 }
@@ -147,8 +244,19 @@ impl FakeGitHub {
                 installation_id,
                 commits: BTreeMap::new(),
                 pulls: BTreeMap::new(),
+                check_runs: BTreeMap::new(),
+                statuses: Vec::new(),
+                issue_comments: BTreeMap::new(),
+                reviews: BTreeMap::new(),
+                review_comments: BTreeMap::new(),
+                resolved_threads: BTreeSet::new(),
             },
         );
+    }
+
+    /// A copy of a repository's state.
+    pub fn repo(&self, full_name: &str) -> Repo {
+        self.model().repos[full_name].clone()
     }
 
     /// Adds a commit with exactly `files` (path, content) and returns its sha.
@@ -171,6 +279,19 @@ impl FakeGitHub {
     }
 
     pub fn open_pull(&self, repo: &str, number: i64, base_sha: &str, head_sha: &str) {
+        self.open_pull_from(repo, repo, number, base_sha, head_sha);
+    }
+
+    /// A pull request whose head branch is in `head_repo` (a fork). Its commits are
+    /// readable through the base repository, as on GitHub.
+    pub fn open_pull_from(
+        &self,
+        repo: &str,
+        head_repo: &str,
+        number: i64,
+        base_sha: &str,
+        head_sha: &str,
+    ) {
         let mut m = self.model();
         let r = m.repos.get_mut(repo).expect("repo exists");
         r.pulls.insert(
@@ -180,8 +301,16 @@ impl FakeGitHub {
                 head_sha: head_sha.to_string(),
                 base_sha: base_sha.to_string(),
                 base_ref: "main".to_string(),
+                head_repo: head_repo.to_string(),
             },
         );
+    }
+
+    /// A push to a pull request's branch.
+    pub fn push_pull(&self, repo: &str, number: i64, head_sha: &str) {
+        let mut m = self.model();
+        let r = m.repos.get_mut(repo).expect("repo exists");
+        r.pulls.get_mut(&number).expect("pull exists").head_sha = head_sha.to_string();
     }
 
     pub fn add_personal_token(&self, token: &str) {
@@ -428,9 +557,560 @@ impl Responder {
                     None => not_found(),
                 }
             }
-            _ => not_found(),
+            _ => {
+                let reader = match auth {
+                    Auth::Installation(i) => Reader::Installation(i),
+                    Auth::Personal => Reader::Personal,
+                    _ => Reader::Nobody,
+                };
+                publishing(m, req, reader, &method, &parts).unwrap_or_else(not_found)
+            }
         }
     }
+}
+
+/// Who calls, for the publishing endpoints.
+#[derive(Clone, Copy)]
+enum Reader {
+    Installation(i64),
+    Personal,
+    Nobody,
+}
+
+impl Reader {
+    fn may(self, r: &Repo) -> bool {
+        match self {
+            Reader::Installation(i) => r.installation_id == i,
+            Reader::Personal => true,
+            Reader::Nobody => false,
+        }
+    }
+    /// The author GitHub records: the App's bot, or the token's user.
+    fn author(self) -> (String, String) {
+        match self {
+            Reader::Installation(_) => (format!("{APP_SLUG}[bot]"), "Bot".to_string()),
+            _ => ("token-user".to_string(), "User".to_string()),
+        }
+    }
+}
+
+fn validation(message: &str) -> Answer {
+    json(
+        422,
+        serde_json::json!({"message": "Validation Failed", "errors": [{"message": message}]}),
+    )
+}
+
+fn body_of(req: &Request) -> serde_json::Value {
+    serde_json::from_slice(&req.body).unwrap_or(serde_json::Value::Null)
+}
+
+/// One page of a list, as `per_page` (default 30, at most 100) and `page` ask.
+fn page(req: &Request, items: Vec<serde_json::Value>) -> Answer {
+    let q: BTreeMap<String, String> = req.url.query_pairs().into_owned().collect();
+    let per: usize = q
+        .get("per_page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30)
+        .min(100);
+    let page: usize = q
+        .get("page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let items: Vec<serde_json::Value> =
+        items.into_iter().skip((page - 1) * per).take(per).collect();
+    json(200, serde_json::Value::Array(items))
+}
+
+/// A unified diff of one file, hunks only (GitHub's `patch`), and the head-side
+/// lines a review comment may be put on.
+pub fn file_patch(old: &str, new: &str) -> (String, BTreeSet<u32>) {
+    let diff = similar::TextDiff::from_lines(old, new);
+    let mut patch = String::new();
+    let mut lines = BTreeSet::new();
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        patch.push_str(&hunk.to_string());
+        for change in hunk.iter_changes() {
+            if change.tag() != similar::ChangeTag::Delete {
+                if let Some(i) = change.new_index() {
+                    lines.insert(i as u32 + 1);
+                }
+            }
+        }
+    }
+    (patch, lines)
+}
+
+/// A pull request's files: what changed between the merge base and the head.
+fn pull_files(r: &Repo, p: &Pull) -> Vec<(String, &'static str, String, BTreeSet<u32>)> {
+    let empty = Commit::default();
+    let base_sha = merge_base(r, &p.base_sha, &p.head_sha).unwrap_or_else(|| p.base_sha.clone());
+    let base = r.commits.get(&base_sha).unwrap_or(&empty);
+    let head = r.commits.get(&p.head_sha).unwrap_or(&empty);
+    let paths: BTreeSet<&String> = base.files.keys().chain(head.files.keys()).collect();
+    let mut out = Vec::new();
+    for path in paths {
+        let (old, new) = (base.files.get(path), head.files.get(path));
+        if old == new {
+            continue;
+        }
+        let text = |b: Option<&Vec<u8>>| {
+            b.map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default()
+        };
+        let status = match (old, new) {
+            (None, _) => "added",
+            (_, None) => "removed",
+            _ => "modified",
+        };
+        let (patch, lines) = file_patch(&text(old), &text(new));
+        out.push((path.clone(), status, patch, lines));
+    }
+    out
+}
+
+fn comment_json(c: &IssueComment) -> serde_json::Value {
+    serde_json::json!({
+        "id": c.id, "body": c.body,
+        "user": {"login": c.login, "type": c.user_type},
+    })
+}
+
+fn review_comment_json(c: &ReviewComment) -> serde_json::Value {
+    serde_json::json!({
+        "id": c.id, "body": c.body, "path": c.path, "line": c.line, "side": "RIGHT",
+        "commit_id": c.commit_id, "pull_request_review_id": c.review_id,
+        "in_reply_to_id": c.in_reply_to, "user": {"login": c.login},
+    })
+}
+
+const COMMENT_LIMIT: usize = 65_536;
+const OUTPUT_LIMIT: usize = 65_535;
+
+/// Check runs, statuses, pull requests, comments, reviews, GraphQL.
+fn publishing(
+    m: &mut Model,
+    req: &Request,
+    who: Reader,
+    method: &str,
+    parts: &[&str],
+) -> Option<Answer> {
+    if method == "POST" && parts == ["graphql"] {
+        return Some(graphql(m, req, who));
+    }
+    let ["repos", owner, name, rest @ ..] = parts else {
+        return None;
+    };
+    let full = format!("{owner}/{name}");
+    if !m.repos.get(&full).is_some_and(|r| who.may(r)) {
+        return Some(not_found());
+    }
+    m.next_id += 1;
+    let new_id = m.next_id;
+    let r = m.repos.get_mut(&full)?;
+    let body = body_of(req);
+    let (login, user_type) = who.author();
+    Some(match (method, rest) {
+        ("POST", ["check-runs"]) => {
+            if !matches!(who, Reader::Installation(_)) {
+                return Some(json(
+                    403,
+                    serde_json::json!({"message": "Resource not accessible by personal access token"}),
+                ));
+            }
+            let sha = body["head_sha"].as_str().unwrap_or_default().to_string();
+            if !r.commits.contains_key(&sha) {
+                return Some(validation("No commit found for SHA"));
+            }
+            let run = CheckRun {
+                id: new_id,
+                name: body["name"].as_str().unwrap_or_default().to_string(),
+                head_sha: sha,
+                status: body["status"].as_str().unwrap_or("queued").to_string(),
+                external_id: body["external_id"].as_str().map(str::to_string),
+                ..CheckRun::default()
+            };
+            r.check_runs.insert(new_id, run);
+            json(
+                201,
+                serde_json::json!({"id": new_id, "status": "in_progress"}),
+            )
+        }
+        ("PATCH", ["check-runs", id]) => {
+            if !matches!(who, Reader::Installation(_)) {
+                return Some(json(
+                    403,
+                    serde_json::json!({"message": "Resource not accessible by personal access token"}),
+                ));
+            }
+            let Some(run) = id
+                .parse()
+                .ok()
+                .and_then(|id: i64| r.check_runs.get_mut(&id))
+            else {
+                return Some(not_found());
+            };
+            let out = &body["output"];
+            let annotations = out["annotations"].as_array().cloned().unwrap_or_default();
+            if annotations.len() > 50 {
+                return Some(validation("Only 50 annotations are allowed per request"));
+            }
+            for field in ["summary", "text"] {
+                if out[field]
+                    .as_str()
+                    .is_some_and(|t| t.chars().count() > OUTPUT_LIMIT)
+                {
+                    return Some(validation(&format!(
+                        "output.{field} is too long (maximum is 65535 characters)"
+                    )));
+                }
+            }
+            if let Some(status) = body["status"].as_str() {
+                if status == "completed" && body["conclusion"].as_str().is_none() {
+                    return Some(validation(
+                        "conclusion is required when status is completed",
+                    ));
+                }
+                run.status = status.to_string();
+            }
+            if let Some(c) = body["conclusion"].as_str() {
+                if ![
+                    "success",
+                    "failure",
+                    "neutral",
+                    "cancelled",
+                    "skipped",
+                    "timed_out",
+                    "action_required",
+                ]
+                .contains(&c)
+                {
+                    return Some(validation("conclusion is not included in the list"));
+                }
+                run.conclusion = Some(c.to_string());
+                run.status = "completed".into();
+            }
+            if let Some(u) = body["details_url"].as_str() {
+                run.details_url = Some(u.to_string());
+            }
+            if out.is_object() {
+                run.title = out["title"].as_str().map(str::to_string);
+                run.summary = out["summary"].as_str().map(str::to_string);
+                if let Some(t) = out["text"].as_str() {
+                    run.text = Some(t.to_string());
+                }
+                if !annotations.is_empty() {
+                    run.annotation_batches.push(annotations.len());
+                    run.annotations.extend(annotations);
+                }
+            }
+            json(
+                200,
+                serde_json::json!({"id": run.id, "status": run.status, "conclusion": run.conclusion}),
+            )
+        }
+        ("POST", ["statuses", sha]) => {
+            let state = body["state"].as_str().unwrap_or_default();
+            if !["error", "failure", "pending", "success"].contains(&state) {
+                return Some(validation("state is not included in the list"));
+            }
+            let description = body["description"].as_str().map(str::to_string);
+            if description
+                .as_ref()
+                .is_some_and(|d| d.chars().count() > 140)
+            {
+                return Some(validation(
+                    "description is too long (maximum is 140 characters)",
+                ));
+            }
+            r.statuses.push(CommitStatus {
+                sha: sha.to_string(),
+                state: state.to_string(),
+                context: body["context"].as_str().unwrap_or("default").to_string(),
+                description,
+                target_url: body["target_url"].as_str().map(str::to_string),
+            });
+            json(201, serde_json::json!({"id": new_id, "state": state}))
+        }
+        ("GET", ["pulls", number]) => {
+            let Some(p) = number.parse().ok().and_then(|n: i64| r.pulls.get(&n)) else {
+                return Some(not_found());
+            };
+            json(
+                200,
+                serde_json::json!({
+                    "number": p.number, "state": "open",
+                    "head": {"sha": p.head_sha, "ref": "feature", "repo": {"full_name": p.head_repo}},
+                    "base": {"sha": p.base_sha, "ref": p.base_ref, "repo": {"full_name": r.full_name}},
+                }),
+            )
+        }
+        ("GET", ["pulls", number, "files"]) => {
+            let Some(p) = number.parse().ok().and_then(|n: i64| r.pulls.get(&n)) else {
+                return Some(not_found());
+            };
+            let files = pull_files(r, p)
+                .into_iter()
+                .map(|(filename, status, patch, _)| serde_json::json!({"filename": filename, "status": status, "patch": patch}))
+                .collect();
+            page(req, files)
+        }
+        ("GET", ["issues", number, "comments"]) => {
+            let n: i64 = number.parse().unwrap_or(-1);
+            let list = r
+                .issue_comments
+                .values()
+                .filter(|c| c.number == n)
+                .map(comment_json)
+                .collect();
+            page(req, list)
+        }
+        ("POST", ["issues", number, "comments"]) => {
+            let n: i64 = number.parse().unwrap_or(-1);
+            if !r.pulls.contains_key(&n) {
+                return Some(not_found());
+            }
+            let text = body["body"].as_str().unwrap_or_default().to_string();
+            if text.chars().count() > COMMENT_LIMIT {
+                return Some(validation("Body is too long (maximum is 65536 characters)"));
+            }
+            let c = IssueComment {
+                id: new_id,
+                number: n,
+                body: text,
+                login,
+                user_type,
+                edits: 0,
+            };
+            let answer = comment_json(&c);
+            r.issue_comments.insert(new_id, c);
+            json(201, answer)
+        }
+        ("PATCH", ["issues", "comments", id]) => {
+            let Some(c) = id
+                .parse()
+                .ok()
+                .and_then(|id: i64| r.issue_comments.get_mut(&id))
+            else {
+                return Some(not_found());
+            };
+            let text = body["body"].as_str().unwrap_or_default().to_string();
+            if text.chars().count() > COMMENT_LIMIT {
+                return Some(validation("Body is too long (maximum is 65536 characters)"));
+            }
+            c.body = text;
+            c.edits += 1;
+            json(200, comment_json(c))
+        }
+        ("DELETE", ["issues", "comments", id]) => {
+            match id
+                .parse()
+                .ok()
+                .and_then(|id: i64| r.issue_comments.remove(&id))
+            {
+                Some(_) => (204, ResponseTemplate::new(204)),
+                None => not_found(),
+            }
+        }
+        ("POST", ["pulls", number, "reviews"]) => {
+            let Some(p) = number
+                .parse()
+                .ok()
+                .and_then(|n: i64| r.pulls.get(&n))
+                .cloned()
+            else {
+                return Some(not_found());
+            };
+            let event = body["event"].as_str().unwrap_or_default().to_string();
+            if !["COMMENT", "APPROVE", "REQUEST_CHANGES"].contains(&event.as_str()) {
+                return Some(validation("event is not included in the list"));
+            }
+            let text = body["body"].as_str().unwrap_or_default().to_string();
+            if event == "COMMENT" && text.is_empty() {
+                return Some(validation("Body is required for a COMMENT review"));
+            }
+            let diff: BTreeMap<String, BTreeSet<u32>> = pull_files(r, &p)
+                .into_iter()
+                .map(|(f, _, _, lines)| (f, lines))
+                .collect();
+            let commit_id = body["commit_id"]
+                .as_str()
+                .unwrap_or(&p.head_sha)
+                .to_string();
+            let mut ids = Vec::new();
+            let mut comments = Vec::new();
+            for (i, c) in body["comments"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+            {
+                let path = c["path"].as_str().unwrap_or_default().to_string();
+                let line = c["line"].as_u64().map(|l| l as u32);
+                let on_diff = line.is_some_and(|l| diff.get(&path).is_some_and(|d| d.contains(&l)));
+                if c["side"].as_str().unwrap_or("RIGHT") != "RIGHT" || !on_diff {
+                    return Some(validation(
+                        "Pull request review thread line must be part of the diff",
+                    ));
+                }
+                let id = new_id * 1000 + i as i64 + 1;
+                ids.push(id);
+                comments.push(ReviewComment {
+                    id,
+                    number: p.number,
+                    review_id: Some(new_id),
+                    path,
+                    line,
+                    body: c["body"].as_str().unwrap_or_default().to_string(),
+                    in_reply_to: None,
+                    login: login.clone(),
+                    commit_id: commit_id.clone(),
+                });
+            }
+            for c in comments {
+                r.review_comments.insert(c.id, c);
+            }
+            r.reviews.insert(
+                new_id,
+                Review {
+                    id: new_id,
+                    number: p.number,
+                    commit_id,
+                    event,
+                    body: text,
+                    comment_ids: ids,
+                },
+            );
+            json(200, serde_json::json!({"id": new_id, "state": "COMMENTED"}))
+        }
+        ("GET", ["pulls", number, "reviews", id, "comments"]) => {
+            let n: i64 = number.parse().unwrap_or(-1);
+            let Some(review) = id
+                .parse()
+                .ok()
+                .and_then(|id: i64| r.reviews.get(&id))
+                .filter(|rv| rv.number == n)
+            else {
+                return Some(not_found());
+            };
+            let list = review
+                .comment_ids
+                .iter()
+                .filter_map(|id| r.review_comments.get(id))
+                .map(review_comment_json)
+                .collect();
+            page(req, list)
+        }
+        ("GET", ["pulls", number, "comments"]) => {
+            let n: i64 = number.parse().unwrap_or(-1);
+            let list = r
+                .review_comments
+                .values()
+                .filter(|c| c.number == n)
+                .map(review_comment_json)
+                .collect();
+            page(req, list)
+        }
+        ("POST", ["pulls", number, "comments", id, "replies"]) => {
+            let n: i64 = number.parse().unwrap_or(-1);
+            let Some(parent) = id
+                .parse()
+                .ok()
+                .and_then(|id: i64| r.review_comments.get(&id))
+                .filter(|c| c.number == n)
+                .cloned()
+            else {
+                return Some(not_found());
+            };
+            let c = ReviewComment {
+                id: new_id,
+                number: n,
+                review_id: None,
+                path: parent.path.clone(),
+                line: parent.line,
+                body: body["body"].as_str().unwrap_or_default().to_string(),
+                in_reply_to: Some(parent.id),
+                login,
+                commit_id: parent.commit_id.clone(),
+            };
+            let answer = review_comment_json(&c);
+            r.review_comments.insert(new_id, c);
+            json(201, answer)
+        }
+        _ => return None,
+    })
+}
+
+/// The two GraphQL operations meshward sends: a pull request's review threads, and
+/// resolving one.
+fn graphql(m: &mut Model, req: &Request, who: Reader) -> Answer {
+    if matches!(who, Reader::Nobody) {
+        return json(401, serde_json::json!({"message": "Bad credentials"}));
+    }
+    let body = body_of(req);
+    let query = body["query"].as_str().unwrap_or_default();
+    let vars = &body["variables"];
+    if query.contains("resolveReviewThread") {
+        let thread = vars["id"].as_str().unwrap_or_default();
+        let Some(root) = thread
+            .strip_prefix("T_")
+            .and_then(|t| t.parse::<i64>().ok())
+        else {
+            return json(
+                200,
+                serde_json::json!({"errors": [{"message": "Could not resolve to a node"}]}),
+            );
+        };
+        for r in m.repos.values_mut() {
+            if r.review_comments.contains_key(&root) && who.may(r) {
+                r.resolved_threads.insert(root);
+                return json(
+                    200,
+                    serde_json::json!({"data": {"resolveReviewThread": {"thread": {"id": thread, "isResolved": true}}}}),
+                );
+            }
+        }
+        return json(
+            200,
+            serde_json::json!({"errors": [{"message": "Could not resolve to a node"}]}),
+        );
+    }
+    if query.contains("reviewThreads") {
+        let full = format!(
+            "{}/{}",
+            vars["owner"].as_str().unwrap_or_default(),
+            vars["name"].as_str().unwrap_or_default()
+        );
+        let number = vars["number"].as_i64().unwrap_or(-1);
+        let Some(r) = m.repos.get(&full).filter(|r| who.may(r)) else {
+            return json(
+                200,
+                serde_json::json!({"errors": [{"message": "Could not resolve to a Repository"}]}),
+            );
+        };
+        let nodes: Vec<serde_json::Value> = r
+            .review_comments
+            .values()
+            .filter(|c| c.number == number && c.in_reply_to.is_none())
+            .map(|c| {
+                serde_json::json!({
+                    "id": format!("T_{}", c.id),
+                    "isResolved": r.resolved_threads.contains(&c.id),
+                    "comments": {"nodes": [{"databaseId": c.id}]},
+                })
+            })
+            .collect();
+        return json(
+            200,
+            serde_json::json!({"data": {"repository": {"pullRequest": {"reviewThreads": {"nodes": nodes}}}}}),
+        );
+    }
+    json(
+        200,
+        serde_json::json!({"errors": [{"message": "the fake GitHub does not know this query"}]}),
+    )
 }
 
 fn ancestors(r: &Repo, sha: &str) -> Vec<String> {
@@ -462,7 +1142,11 @@ impl Respond for Responder {
         let forced = m
             .faults
             .iter_mut()
-            .find(|f| f.times > 0 && path.contains(&f.path_contains))
+            .find(|f| {
+                f.times > 0
+                    && path.contains(&f.path_contains)
+                    && f.method.as_deref().is_none_or(|m| m == method)
+            })
             .map(|f| {
                 f.times -= 1;
                 f.clone()
@@ -472,6 +1156,9 @@ impl Respond for Responder {
                 let (status, mut r) = json(f.status, serde_json::json!({"message": f.message}));
                 if let Some(secs) = f.retry_after {
                     r = r.insert_header("retry-after", secs.to_string().as_str());
+                }
+                for (k, v) in &f.headers {
+                    r = r.insert_header(k.as_str(), v.as_str());
                 }
                 (status, r)
             }
