@@ -363,6 +363,19 @@ async fn dashboard_in_headless_chromium() {
     let shot = page.screenshot("dashboard-repo.png").await;
     eprintln!("screenshot: {}", shot.display());
 
+    // A run's page, from the runs table: the PR that took a proxy away.
+    page.load(async {
+        page.eval("document.querySelector('#runs tbody tr a').click(); true")
+            .await;
+    })
+    .await;
+    let run = page
+        .eval("({title: document.querySelector('h1').textContent, findings: document.querySelectorAll('#findings tbody tr').length})")
+        .await;
+    assert!(run["title"].as_str().unwrap().contains("PR #8"), "{run}");
+    assert_eq!(run["findings"], 2);
+    page.goto(&format!("{base}{repo_url}")).await;
+
     // Drill down into a namespace by its link.
     page.load(async {
         page.eval(

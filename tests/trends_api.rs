@@ -618,6 +618,36 @@ async fn dashboard_login_sets_a_session_that_opens_pages_and_the_api(store: Stor
     let (status, html) = send(&api.app, with_session("/repos/acme/gitops?interval=month")).await;
     assert_eq!(status, 400);
     assert!(html.contains("interval: `month` is not an interval"));
+    // A run's page (check runs link to it): PR 8 is the newest run.
+    let (_, page) = api
+        .get("/api/v1/repos/acme/gitops/runs?pr=8", "RunPage")
+        .await;
+    let id = page["runs"][0]["id"].as_i64().unwrap();
+    let (status, html) = send(
+        &api.app,
+        with_session(&format!("/repos/acme/gitops/runs/{id}")),
+    )
+    .await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains(&format!("Run {id} · PR #8")), "{html}");
+    assert!(
+        html.contains("selector/matches-nothing") && html.contains("apps/shop/policy-0.yaml:7")
+    );
+    assert!(
+        html.contains("<td class=\"num\">-1</td>"),
+        "the change in proxies: {html}"
+    );
+    let (status, html) = send(&api.app, with_session("/repos/acme/gitops/runs/999")).await;
+    assert_eq!(status, 404);
+    assert!(html.contains("no run 999 of acme/gitops"));
+    let (status, _) = send(
+        &api.app,
+        with_session("/repos/acme/gitops/runs/9223372036854775807"),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, _) = send(&api.app, with_session("/repos/acme/gitops/runs/x")).await;
+    assert_eq!(status, 400);
     // The session also opens the API (the dashboard's own pages could call it).
     let (status, _) = send(&api.app, with_session("/api/v1/repos")).await;
     assert_eq!(status, 200);

@@ -345,7 +345,7 @@ pub fn repo_page(p: &RepoPage) -> String {
                     tbody {
                         @for r in p.runs {
                             tr {
-                                td { (r.finished_at) }
+                                td { a href={"/repos/" (repo) "/runs/" (r.id)} { (r.finished_at) } }
                                 td {
                                     @match (&r.pr, &r.pr_url) {
                                         (Some(n), Some(url)) => { a href=(url) { "PR #" (n) } }
@@ -359,6 +359,96 @@ pub fn repo_page(p: &RepoPage) -> String {
                                 td.num { (r.findings.resolved) }
                                 td.num { (r.delta.as_ref().and_then(|d| d.get("workloads_with_proxy")).map(|v| signed(*v)).unwrap_or_default()) }
                                 td.num { (r.delta.as_ref().and_then(|d| d.get("namespaces_strict")).map(|v| signed(*v)).unwrap_or_default()) }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+    .into_string()
+}
+
+/// At most this many findings are listed on a run's page.
+pub const MAX_FINDINGS_SHOWN: usize = 500;
+
+/// `/repos/{owner}/{repo}/runs/{id}`: one run (the page check runs link to).
+pub fn run_page(
+    repo: &str,
+    run: &RunView,
+    findings: &[crate::store::FindingRecord],
+    namespaces: &[(String, Metrics)],
+) -> String {
+    let title = match run.pr {
+        Some(n) => format!("Run {} · PR #{n}", run.id),
+        None => format!("Run {} · baseline", run.id),
+    };
+    let head = run.coverage.head.as_ref().map(|c| c.counts());
+    let base = run.coverage.base.as_ref().map(|c| c.counts());
+    layout(
+        &title,
+        true,
+        html! {
+            p.muted { a href="/" { "Repositories" } " / " a href={"/repos/" (repo)} { (repo) } " / run " (run.id) }
+            h1 { (title) " " (verdict(run)) }
+            p {
+                "Commit " a href=(run.commit_url) { code { (short_sha(&run.commit)) } }
+                @if let Some(b) = &run.base_commit { " compared with " code { (short_sha(b)) } }
+                @if let (Some(n), Some(url)) = (&run.pr, &run.pr_url) { ", " a href=(url) { "pull request #" (n) } }
+                ", finished " (run.finished_at) " (UTC)."
+            }
+            @if let Some(e) = &run.error { p.error #run-error { "The check could not run: " (e) } }
+            p { (run.blocking) " blocking; " (run.findings.introduced) " introduced, " (run.findings.existing) " existing, "
+                (run.findings.resolved) " resolved; " (run.suppressed) " suppressed by exceptions." }
+            @if let Some(head) = &head {
+                h2 { "Coverage" }
+                table #coverage {
+                    thead { tr { th { "count" } @if base.is_some() { th.num { "base" } } th.num { "head" } @if base.is_some() { th.num { "change" } } } }
+                    tbody {
+                        @for (i, (name, h)) in head.iter().enumerate() {
+                            @let b = base.as_ref().and_then(|b| b[i].1);
+                            tr {
+                                td { (name.replace('_', " ")) }
+                                @if base.is_some() { td.num { (b.map(|v| v.to_string()).unwrap_or_default()) } }
+                                td.num { (h.map(|v| v.to_string()).unwrap_or_default()) }
+                                @if base.is_some() { td.num { (match (h, b) { (Some(h), Some(b)) => signed(h - b), _ => String::new() }) } }
+                            }
+                        }
+                    }
+                }
+            }
+            h2 { "Findings" }
+            @if findings.is_empty() {
+                p.muted { "None." }
+            } @else {
+                table #findings {
+                    thead { tr { th { "severity" } th { "status" } th { "rule" } th { "resource" } th { "where" } th { "message" } } }
+                    tbody {
+                        @for f in findings.iter().take(MAX_FINDINGS_SHOWN) {
+                            tr {
+                                td { (f.severity) } td { (f.status) } td { code { (f.rule) } }
+                                td { (f.resource_kind.as_deref().unwrap_or("")) @if let Some(ns) = &f.resource_namespace { " " (ns) "/" } @else { " " } (f.resource_name.as_deref().unwrap_or("")) }
+                                td { (f.file) ":" (f.line) }
+                                td style="white-space:normal" { (f.message) }
+                            }
+                        }
+                    }
+                }
+                @if findings.len() > MAX_FINDINGS_SHOWN {
+                    p.muted { (findings.len() - MAX_FINDINGS_SHOWN) " more not shown; the API and the stored report have them all." }
+                }
+            }
+            @if !namespaces.is_empty() {
+                h2 { "Namespaces (head)" }
+                table #namespaces {
+                    thead { tr { th { "namespace" } th { "mTLS" } th.num { "workloads with a proxy" } th.num { "selectors effective" } th.num { "errors" } } }
+                    tbody {
+                        @for (ns, m) in namespaces {
+                            tr {
+                                td { (ns) } td { (m.coverage.mtls_mode.as_deref().unwrap_or("")) }
+                                td.num { (m.coverage.workloads_with_proxy) " / " (m.coverage.workloads) }
+                                td.num { (m.coverage.selectors_effective) " / " (m.coverage.selectors_effective + m.coverage.selectors_ineffective) }
+                                td.num { (m.findings.error) }
                             }
                         }
                     }

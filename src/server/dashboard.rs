@@ -24,6 +24,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
     let protected = Router::new()
         .route("/", get(repos))
         .route("/repos/{owner}/{repo}", get(repo))
+        .route("/repos/{owner}/{repo}/runs/{id}", get(run))
         .route_layer(axum::middleware::from_fn_with_state(state, require_session));
     Router::new()
         .route("/login", get(login_form).post(login))
@@ -184,6 +185,54 @@ async fn repo(
         Ok(html) => Html(html).into_response(),
         Err(e) => page_error(e),
     }
+}
+
+async fn run(
+    State(state): State<AppState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Response {
+    match run_inner(&state, &owner, &repo, &id).await {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => page_error(e),
+    }
+}
+
+async fn run_inner(
+    state: &AppState,
+    owner: &str,
+    repo: &str,
+    id: &str,
+) -> Result<String, ApiError> {
+    let name = api::repo_name(owner, repo)?;
+    let id: i64 = id
+        .parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, "run: not a run number".into()))?;
+    let (repo_id, name) = state
+        .store
+        .find_repo(&name)
+        .await?
+        .ok_or_else(|| LoadError::UnknownRepo(name.clone()))?;
+    let (mut page, _) = state
+        .store
+        .runs_page(&RunsPageQuery {
+            repo_id,
+            before_id: Some(id.saturating_add(1)),
+            limit: 1,
+            ..Default::default()
+        })
+        .await?;
+    let found = page.pop().filter(|r| r.run.id == id).ok_or_else(|| {
+        ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no run {id} of {name}: it may have been deleted by retention"),
+        )
+    })?;
+    let findings = state.store.findings(id).await?;
+    let namespaces = state.store.namespace_metrics(id).await?;
+    let view = api::run_view(found, &state.api.github_web_url);
+    Ok(dashboard::run_page(&name, &view, &findings, &namespaces))
 }
 
 async fn repo_inner(
