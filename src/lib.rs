@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod changes;
 pub mod config;
+pub mod dashboard;
 pub mod evidence;
 pub mod finding;
 pub mod github;
@@ -20,6 +21,7 @@ pub mod report;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod trends;
 pub mod workspace;
 
 use analysis::{CheckError, Options, Revision};

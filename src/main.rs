@@ -63,6 +63,8 @@ enum Command {
     Serve(Box<meshward::service::ServeArgs>),
     /// Apply the history store's database migrations.
     Migrate(meshward::service::MigrateArgs),
+    /// Show a repository's mesh coverage over time, from the history store.
+    Trends(meshward::service::TrendsArgs),
     /// Policy tools.
     Policy {
         #[command(subcommand)]
@@ -209,6 +211,16 @@ fn run(cli: Cli) -> ExitCode {
         Command::Migrate(args) => match meshward::service::migrate_blocking(args) {
             Ok(msg) => {
                 println!("{msg}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("meshward: error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Trends(args) => match meshward::service::trends_blocking(args) {
+            Ok(out) => {
+                print!("{out}");
                 ExitCode::SUCCESS
             }
             Err(e) => {

@@ -40,6 +40,83 @@ impl DbArgs {
     }
 }
 
+impl DbArgs {
+    /// Opens a store that must already exist and be migrated (read-only tools: they
+    /// never create an empty database or change its schema).
+    pub async fn open_existing(&self) -> Result<Store> {
+        let store = match &self.database_url {
+            Some(url) if !url.is_empty() => {
+                if let Some(path) = url
+                    .strip_prefix("sqlite://")
+                    .or_else(|| url.strip_prefix("sqlite:"))
+                {
+                    let path = path.split('?').next().unwrap_or(path);
+                    if !path.is_empty()
+                        && path != ":memory:"
+                        && !std::path::Path::new(path).exists()
+                    {
+                        bail!("no database at {path} (DATABASE_URL)");
+                    }
+                }
+                Store::connect(url).await?
+            }
+            _ => {
+                let path = self.data_dir.join("meshward.db");
+                if !path.exists() {
+                    bail!(
+                        "no database at {}: set DATABASE_URL, or --data-dir to the folder `meshward serve` uses",
+                        path.display()
+                    );
+                }
+                Store::open_sqlite(&path).await?
+            }
+        };
+        store.ready().await.context(
+            "the history store cannot be read: run `meshward migrate` with this build first",
+        )?;
+        Ok(store)
+    }
+}
+
+/// `meshward trends`: a repository's coverage over time, from the history store.
+#[derive(clap::Args, Clone)]
+pub struct TrendsArgs {
+    /// The repository, `owner/name`.
+    #[arg(long)]
+    pub repo: String,
+    /// Start: RFC 3339, a date (UTC), `now`, or an age such as 30d [default: 30 days before --to].
+    #[arg(long)]
+    pub from: Option<String>,
+    /// End (exclusive): same forms as --from [default: now].
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Bucket width; each bucket shows the last baseline that finished in it.
+    #[arg(long, value_enum, default_value = "day")]
+    pub interval: crate::trends::Interval,
+    /// One namespace instead of the whole repository.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: crate::trends::render::TrendsFormat,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+/// `meshward trends`: the rendered series. Errors name the flag or the store.
+pub fn trends_blocking(args: TrendsArgs) -> Result<String> {
+    use crate::trends::{self, Range};
+    let now = chrono::Utc::now().timestamp_millis();
+    let range = Range::new(args.from.as_deref(), args.to.as_deref(), args.interval, now)
+        .map_err(|e| anyhow::anyhow!("--{e}"))?;
+    runtime()?.block_on(async {
+        let store = args.db.open_existing().await?;
+        let series =
+            trends::load_series(&store, &args.repo, args.namespace.as_deref(), &range).await;
+        store.close().await;
+        trends::render::render(&series?, args.format)
+    })
+}
+
 /// `meshward serve`. Secrets come from the environment (flags would show in `ps`).
 #[derive(clap::Args, Clone)]
 pub struct ServeArgs {
@@ -128,6 +205,27 @@ pub struct ServeArgs {
     pub evidence_cache_secs: u64,
     #[command(flatten)]
     pub prometheus_client: crate::config::PrometheusClientArgs,
+    /// Tokens for the trends API and dashboard, comma-separated; none: both are off.
+    #[arg(long, env = "MESHWARD_API_TOKENS", hide = true, hide_env_values = true)]
+    pub api_tokens: Option<String>,
+    /// How long a dashboard login lasts, in hours.
+    #[arg(long, env = "MESHWARD_SESSION_HOURS", default_value_t = 12)]
+    pub session_hours: u64,
+    /// PR runs older than this many days are deleted (baselines are kept); 0 keeps all.
+    #[arg(long, env = "MESHWARD_PR_RUN_RETENTION_DAYS", default_value_t = 90)]
+    pub pr_run_retention_days: u64,
+    /// Where dashboard links to pull requests and commits point [default: from the API URL].
+    #[arg(long, env = "MESHWARD_GITHUB_WEB_URL")]
+    pub github_web_url: Option<String>,
+}
+
+/// The web address of GitHub for an API root: `https://github.com` for github.com,
+/// `https://HOST` for GitHub Enterprise's `https://HOST/api/v3`.
+pub fn github_web_url(api_url: Option<&str>) -> String {
+    match api_url.map(|u| u.trim_end_matches('/')) {
+        None | Some("https://api.github.com") => "https://github.com".into(),
+        Some(u) => u.strip_suffix("/api/v3").unwrap_or(u).to_string(),
+    }
 }
 
 /// `meshward migrate`.
@@ -149,6 +247,9 @@ pub struct ServiceConfig {
     pub skip_migrations: bool,
     /// Where check jobs gather zero-plaintext evidence.
     pub evidence: Arc<PrometheusSource>,
+    pub api: crate::server::ApiConfig,
+    /// PR runs older than this are deleted; None keeps them.
+    pub pr_run_retention: Option<Duration>,
 }
 
 impl ServeArgs {
@@ -201,6 +302,12 @@ impl ServeArgs {
             timeout: self.prometheus_client.timeout(),
             cache_ttl: Duration::from_secs(self.evidence_cache_secs),
         }));
+        if self.session_hours == 0 || self.session_hours > 24 * 30 {
+            bail!("--session-hours (MESHWARD_SESSION_HOURS) must be between 1 and 720");
+        }
+        let tokens = crate::server::auth::ApiTokens::parse(&SecretString::from(
+            self.api_tokens.clone().unwrap_or_default(),
+        ))?;
         Ok(ServiceConfig {
             listen: self.listen.clone(),
             secrets,
@@ -226,6 +333,16 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             skip_migrations: self.skip_migrations,
             evidence,
+            api: crate::server::ApiConfig {
+                tokens,
+                session_ttl: Duration::from_secs(self.session_hours * 3600),
+                github_web_url: self
+                    .github_web_url
+                    .clone()
+                    .unwrap_or_else(|| github_web_url(self.github_api_url.as_deref())),
+            },
+            pr_run_retention: (self.pr_run_retention_days > 0)
+                .then(|| Duration::from_secs(self.pr_run_retention_days * 86_400)),
         })
     }
 }
@@ -264,6 +381,42 @@ pub fn serve_blocking(args: ServeArgs) -> Result<()> {
         });
         serve(config, store, shutdown).await
     })
+}
+
+/// How often retention looks for old PR runs.
+pub const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+/// Deletes PR runs older than `age` now and every `every` until `shutdown`.
+pub async fn retention_loop(
+    store: Store,
+    metrics: Metrics,
+    clock: Clock,
+    age: Duration,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let cutoff = clock.now_ms() - age.as_millis() as i64;
+        match store.prune_check_runs(cutoff).await {
+            Ok(0) => {}
+            Ok(n) => {
+                metrics.runs_pruned.inc_by(n);
+                tracing::info!(
+                    deleted = n,
+                    older_than_days = age.as_secs() / 86_400,
+                    "retention: PR runs deleted"
+                );
+            }
+            Err(e) => tracing::warn!(
+                error = format!("{e:#}"),
+                "retention: cannot delete old PR runs"
+            ),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
 }
 
 async fn wait_for_signal() {
@@ -332,7 +485,23 @@ pub async fn serve(config: ServiceConfig, store: Store, shutdown: CancellationTo
         clock,
         max_attempts: config.queue.max_attempts,
         max_body_bytes: config.max_body_bytes,
+        api: config.api,
     };
+    if state.api.tokens.is_empty() {
+        tracing::warn!(
+            "MESHWARD_API_TOKENS is not set: the trends API and the dashboard refuse every request"
+        );
+    }
+    let retention = config.pr_run_retention.map(|age| {
+        tokio::spawn(retention_loop(
+            store.clone(),
+            state.metrics.clone(),
+            state.clock.clone(),
+            age,
+            RETENTION_EVERY,
+            shutdown.clone(),
+        ))
+    });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -347,6 +516,9 @@ pub async fn serve(config: ServiceConfig, store: Store, shutdown: CancellationTo
         .context("HTTP server")?;
     if let Some(mut set) = workers {
         while set.join_next().await.is_some() {}
+    }
+    if let Some(task) = retention {
+        let _ = task.await;
     }
     store.close().await;
     tracing::info!("stopped");
@@ -418,5 +590,35 @@ mod tests {
         assert!(none.github.is_none());
         assert!(none.secrets.is_empty());
         assert!(config(&["--max-attempts", "0"]).is_err());
+    }
+
+    #[test]
+    fn trends_settings_tokens_retention_and_links() {
+        let c = config(&[]).unwrap();
+        assert!(c.api.tokens.is_empty(), "no tokens: API and dashboard off");
+        assert_eq!(c.api.session_ttl, Duration::from_secs(12 * 3600));
+        assert_eq!(c.pr_run_retention, Some(Duration::from_secs(90 * 86_400)));
+        assert_eq!(c.api.github_web_url, "https://github.com");
+        let c = config(&[
+            "--api-tokens",
+            "0123456789abcdef,fedcba9876543210",
+            "--pr-run-retention-days",
+            "0",
+            "--session-hours",
+            "1",
+            "--github-api-url",
+            "https://ghe.example.com/api/v3/",
+        ])
+        .unwrap();
+        assert_eq!(c.api.tokens.len(), 2);
+        assert_eq!(c.pr_run_retention, None, "0 keeps every run");
+        assert_eq!(c.api.session_ttl, Duration::from_secs(3600));
+        assert_eq!(c.api.github_web_url, "https://ghe.example.com");
+        let short = config(&["--api-tokens", "short"]).err().expect("refused");
+        assert!(
+            format!("{short:#}").contains("shorter than 16"),
+            "{short:#}"
+        );
+        assert!(config(&["--session-hours", "0"]).is_err());
     }
 }

@@ -69,6 +69,37 @@ VALUES (1001, 7, '00112233445566778899', 'clusters/prod/payments.yaml', 'service
         'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 300, NULL, NULL);
 "#;
 
+/// Rows as version 3 holds them: a later baseline with the mTLS mode counts and
+/// per-namespace findings version 3 added.
+const SEED_V3: &str = r#"
+INSERT INTO runs (job_id, kind, repo_id, repo, pr_number, head_sha, base_sha, started_at_ms, finished_at_ms,
+                  outcome, error, blocking, introduced, existing, resolved, errors, warnings, infos, suppressed, report_json)
+VALUES (NULL, 'baseline', 1001, 'acme/gitops', NULL, 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee', NULL, 250, 300,
+        'pass', NULL, 0, 0, 0, 0, 0, 1, 0, 0, NULL);
+
+INSERT INTO coverage_totals (run_id, revision, namespaces, namespaces_strict, namespaces_injected, workloads,
+                             workloads_with_proxy, selectors_effective, selectors_ineffective,
+                             workload_entries_selected, workload_entries_total, namespaces_permissive,
+                             namespaces_disable)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee'), 'head',
+        2, 1, 2, 5, 5, 2, 0, 1, 1, 0, 1);
+
+INSERT INTO coverage_namespaces (run_id, revision, namespace, mtls_mode, workloads, workloads_with_proxy,
+                                 selectors_effective, selectors_ineffective, workload_entries_selected,
+                                 workload_entries_total)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee'), 'head',
+        'egress', 'STRICT', 3, 3, 1, 0, 1, 1),
+       ((SELECT id FROM runs WHERE head_sha = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee'), 'head',
+        'legacy', 'DISABLE', 2, 2, 1, 0, 0, 0);
+
+INSERT INTO namespace_findings (run_id, namespace, errors, warnings, infos, introduced, existing, resolved)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee'), 'legacy',
+        0, 1, 0, 0, 1, 0);
+"#;
+
+/// (schema version, rows written at that version), oldest first.
+const SEEDS: &[(i64, &str)] = &[(1, SEED_V1), (2, SEED_V2), (3, SEED_V3), (4, SEED_V4)];
+
 /// Version 4 adds `evidence`: a run with the numbers its mTLS rules were judged on.
 const SEED_V4: &str = r#"
 INSERT INTO evidence (run_id, subject, source, time_window, taken_at_ms, requests_total, requests_plaintext,
@@ -78,9 +109,6 @@ VALUES ((SELECT id FROM runs WHERE head_sha = 'ccccccccccccccccccccccccccccccccc
         '{"requests_plaintext":"sum(increase(istio_requests_total{reporter=\"destination\",destination_workload_namespace=\"egress\",connection_security_policy!=\"mutual_tls\"}[7d]))"}',
         '[]', NULL);
 "#;
-
-/// (schema version, rows written at that version), oldest first.
-const SEEDS: &[(i64, &str)] = &[(1, SEED_V1), (2, SEED_V2), (4, SEED_V4)];
 
 async fn all_migrations_apply_to_an_empty_database(store: Store) {
     assert_eq!(
@@ -115,7 +143,7 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     assert_eq!(repos[0].full_name, "acme/gitops");
     assert!(repos[0].installed && !repos[1].installed);
     let runs = store.runs(&RunFilter::default()).await.unwrap();
-    assert_eq!(runs.len(), 1);
+    assert_eq!(runs.len(), 2);
     assert_eq!(runs[0].outcome, RunOutcome::Fail);
     assert_eq!(runs[0].counts.existing, 1);
     let findings = store.findings(runs[0].id).await.unwrap();
@@ -133,6 +161,50 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     );
     assert!(evidence[0].queries["requests_plaintext"]
         .contains("destination_workload_namespace=\"egress\""));
+
+    // Version 3 filled in what version 1 data lacked: the mTLS mode counts from the
+    // namespaces, the findings per namespace from the findings.
+    let series = store
+        .series(&SeriesQuery {
+            repo_id: 1001,
+            start_ms: 0,
+            end_ms: 1_000,
+            bucket_ms: 100,
+            offset_ms: 0,
+            namespace: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(series.len(), 2, "{series:#?}");
+    let v1 = series[0].metrics.as_ref().expect("v1 run metrics");
+    assert_eq!(series[0].head_sha, "c".repeat(40));
+    assert_eq!(v1.coverage.namespaces_permissive, 1);
+    assert_eq!(v1.coverage.namespaces_disable, 0);
+    assert_eq!(v1.findings.error, 1);
+    let egress = store.namespace_metrics(runs[0].id).await.unwrap();
+    assert_eq!(egress.len(), 1);
+    assert_eq!(egress[0].0, "egress");
+    assert_eq!(egress[0].1.findings.error, 1);
+    assert_eq!(egress[0].1.findings.existing, 1);
+    // The version 3 seed reads back as written.
+    let v3 = series[1].metrics.as_ref().expect("v3 run metrics");
+    assert_eq!(series[1].head_sha, "e".repeat(40));
+    assert_eq!(
+        (
+            v3.coverage.namespaces_strict,
+            v3.coverage.namespaces_disable
+        ),
+        (1, 1)
+    );
+    let legacy = store.namespace_metrics(runs[1].id).await.unwrap();
+    assert_eq!(legacy[1].0, "legacy");
+    assert_eq!(legacy[1].1.coverage.mtls_mode.as_deref(), Some("DISABLE"));
+    assert_eq!(legacy[1].1.findings.warning, 1);
+    let overview = store.repo_overview().await.unwrap();
+    assert_eq!(
+        overview[0].latest.as_ref().map(|l| l.run_id),
+        Some(runs[1].id)
+    );
 
     // ... and the store keeps working on it: the seeded job is claimable, the seeded
     // delivery is still a duplicate, new rows get fresh ids.

@@ -22,6 +22,15 @@ pub struct Metrics {
     pub github_calls: IntCounterVec,
     /// Check results by kind and outcome (pass, fail, error).
     pub check_results: IntCounterVec,
+    /// The latest baseline's coverage per repository (set at each scrape): one gauge
+    /// per count, `meshward_coverage_<count>{repo}`.
+    pub coverage: std::collections::BTreeMap<&'static str, IntGaugeVec>,
+    /// The latest baseline's findings per repository, by severity.
+    pub coverage_findings: IntGaugeVec,
+    /// When the latest baseline with coverage finished, per repository.
+    pub coverage_timestamp: IntGaugeVec,
+    /// PR runs deleted by retention.
+    pub runs_pruned: prometheus::IntCounter,
 }
 
 impl Default for Metrics {
@@ -81,6 +90,55 @@ impl Metrics {
             &["kind", "outcome"],
         )
         .expect("metric");
+        let coverage: std::collections::BTreeMap<&'static str, IntGaugeVec> =
+            crate::store::CoverageNumbers::default()
+                .counts()
+                .iter()
+                .map(|(name, _)| {
+                    let gauge = IntGaugeVec::new(
+                        Opts::new(
+                            format!("meshward_coverage_{name}"),
+                            format!(
+                                "{} in the latest baseline on the default branch, per repository",
+                                name.replace('_', " ")
+                            ),
+                        ),
+                        &["repo"],
+                    )
+                    .expect("metric");
+                    registry
+                        .register(Box::new(gauge.clone()))
+                        .expect("register");
+                    (*name, gauge)
+                })
+                .collect();
+        let coverage_findings = IntGaugeVec::new(
+            Opts::new(
+                "meshward_coverage_findings",
+                "Findings in the latest baseline on the default branch, per repository and severity",
+            ),
+            &["repo", "severity"],
+        )
+        .expect("metric");
+        let coverage_timestamp = IntGaugeVec::new(
+            Opts::new(
+                "meshward_coverage_timestamp_seconds",
+                "When the latest baseline with coverage finished, per repository (Unix time)",
+            ),
+            &["repo"],
+        )
+        .expect("metric");
+        let runs_pruned = prometheus::IntCounter::new(
+            "meshward_runs_pruned_total",
+            "PR runs deleted by retention",
+        )
+        .expect("metric");
+        for g in [&coverage_findings, &coverage_timestamp] {
+            registry.register(Box::new(g.clone())).expect("register");
+        }
+        registry
+            .register(Box::new(runs_pruned.clone()))
+            .expect("register");
         for c in [&deliveries, &github_calls, &check_results] {
             registry.register(Box::new(c.clone())).expect("register");
         }
@@ -99,6 +157,37 @@ impl Metrics {
             job_duration,
             github_calls,
             check_results,
+            coverage,
+            coverage_findings,
+            coverage_timestamp,
+            runs_pruned,
+        }
+    }
+
+    /// Sets the coverage gauges from each repository's latest baseline; repositories
+    /// without one (or gone) have none.
+    pub fn set_coverage(&self, repos: &[crate::store::RepoOverview]) {
+        for g in self.coverage.values() {
+            g.reset();
+        }
+        self.coverage_findings.reset();
+        self.coverage_timestamp.reset();
+        for r in repos {
+            let Some(latest) = &r.latest else { continue };
+            for (name, value) in latest.metrics.coverage.counts() {
+                if let (Some(v), Some(g)) = (value, self.coverage.get(name)) {
+                    g.with_label_values(&[r.full_name.as_str()]).set(v);
+                }
+            }
+            let f = &latest.metrics.findings;
+            for (severity, v) in [("error", f.error), ("warning", f.warning), ("info", f.info)] {
+                self.coverage_findings
+                    .with_label_values(&[r.full_name.as_str(), severity])
+                    .set(v);
+            }
+            self.coverage_timestamp
+                .with_label_values(&[r.full_name.as_str()])
+                .set(latest.finished_at_ms / 1000);
         }
     }
 

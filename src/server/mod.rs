@@ -1,8 +1,13 @@
-//! The HTTP service: `POST /webhooks/github`, health, readiness and metrics.
+//! The HTTP service: `POST /webhooks/github`, health, readiness and metrics, the
+//! read-only trends API (`/api/v1`) and the dashboard.
 //!
 //! The webhook handler only verifies, parses, records (deduplicating on the delivery
-//! id), enqueues and answers; all work happens in the workers.
+//! id), enqueues and answers; all work happens in the workers. The API and the
+//! dashboard need a token from `MESHWARD_API_TOKENS` ([`auth`]); the webhook does not.
 
+pub mod api;
+pub mod auth;
+pub mod dashboard;
 pub mod metrics;
 
 use crate::github::{events, AppIdentity, Decision, WebhookSecrets};
@@ -32,6 +37,29 @@ pub struct AppState {
     pub max_attempts: i64,
     /// Largest webhook body accepted (413 above).
     pub max_body_bytes: usize,
+    /// The trends API and dashboard.
+    pub api: ApiConfig,
+}
+
+/// Settings of the trends API and the dashboard.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// Bearer tokens (and the keys of session cookies); none: API and dashboard off.
+    pub tokens: auth::ApiTokens,
+    /// How long a dashboard session lasts.
+    pub session_ttl: std::time::Duration,
+    /// Where links to pull requests and commits point (`https://github.com`).
+    pub github_web_url: String,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            tokens: auth::ApiTokens::default(),
+            session_ttl: std::time::Duration::from_secs(12 * 3600),
+            github_web_url: "https://github.com".into(),
+        }
+    }
 }
 
 pub fn router(state: AppState) -> Router {
@@ -44,6 +72,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .merge(api::routes(state.clone()))
+        .merge(dashboard::routes(state.clone()))
         .with_state(state)
 }
 
@@ -70,6 +100,10 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
             }
         }
         Err(e) => tracing::warn!(error = format!("{e:#}"), "metrics: cannot count jobs"),
+    }
+    match state.store.repo_overview().await {
+        Ok(repos) => state.metrics.set_coverage(&repos),
+        Err(e) => tracing::warn!(error = format!("{e:#}"), "metrics: cannot read coverage"),
     }
     (
         [(

@@ -230,6 +230,24 @@ macro_rules! insert_run {
                 });
                 qb.build().execute(&mut *$tx).await?;
             }
+            let per_ns: Vec<_> = finding_counts_by_namespace(&report.findings).into_iter().collect();
+            for chunk in per_ns.chunks(500) {
+                let mut qb = sqlx::QueryBuilder::new(
+                    "INSERT INTO namespace_findings (run_id, namespace, errors, warnings, infos, \
+                         introduced, existing, resolved) ",
+                );
+                qb.push_values(chunk, |mut b, (ns, c)| {
+                    b.push_bind(run_id)
+                        .push_bind(ns.clone())
+                        .push_bind(c.error)
+                        .push_bind(c.warning)
+                        .push_bind(c.info)
+                        .push_bind(c.introduced)
+                        .push_bind(c.existing)
+                        .push_bind(c.resolved);
+                });
+                qb.build().execute(&mut *$tx).await?;
+            }
             let revisions = [("base", report.coverage.base.as_ref()), ("head", Some(&report.coverage.head))];
             for (revision, cov) in revisions {
                 let Some(cov) = cov else { continue };
@@ -237,8 +255,9 @@ macro_rules! insert_run {
                 sqlx::query(
                     "INSERT INTO coverage_totals (run_id, revision, namespaces, namespaces_strict, namespaces_injected, \
                          workloads, workloads_with_proxy, selectors_effective, selectors_ineffective, \
-                         workload_entries_selected, workload_entries_total) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                         workload_entries_selected, workload_entries_total, namespaces_permissive, \
+                         namespaces_disable) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                 )
                 .bind(run_id)
                 .bind(revision)
@@ -251,6 +270,8 @@ macro_rules! insert_run {
                 .bind(t.selectors_ineffective as i64)
                 .bind(t.workload_entries_selected as i64)
                 .bind(t.workload_entries_total as i64)
+                .bind(cov.namespaces.values().filter(|n| n.mtls_mode == "PERMISSIVE").count() as i64)
+                .bind(cov.namespaces.values().filter(|n| n.mtls_mode == "DISABLE").count() as i64)
                 .execute(&mut *$tx)
                 .await?;
                 let namespaces: Vec<_> = cov.namespaces.iter().collect();
@@ -306,6 +327,7 @@ macro_rules! insert_run {
 }
 
 mod publications;
+mod trends;
 pub use publications::{Publication, ReviewCommentRecord};
 
 impl Store {

@@ -374,3 +374,175 @@ pub struct NamespaceCoverageRecord {
     pub workload_entries_selected: i64,
     pub workload_entries_total: i64,
 }
+
+// ---------------------------------------------------------------- trends
+
+/// How much of the mesh a revision enforces: for a whole repository, or one
+/// namespace (then `namespaces` is 1 and `mtls_mode` says which mode it has).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoverageNumbers {
+    pub workloads: i64,
+    pub workloads_with_proxy: i64,
+    pub namespaces: i64,
+    pub namespaces_strict: i64,
+    pub namespaces_permissive: i64,
+    pub namespaces_disable: i64,
+    /// Whole repository only (null for a namespace: not recorded per namespace).
+    pub namespaces_injected: Option<i64>,
+    /// One namespace only: its effective mTLS mode.
+    pub mtls_mode: Option<String>,
+    pub selectors_effective: i64,
+    pub selectors_ineffective: i64,
+    pub workload_entries_selected: i64,
+    pub workload_entries_total: i64,
+}
+
+impl CoverageNumbers {
+    /// The counts by name, in a fixed order (for deltas, tables and gauges).
+    pub fn counts(&self) -> [(&'static str, Option<i64>); 11] {
+        [
+            ("workloads", Some(self.workloads)),
+            ("workloads_with_proxy", Some(self.workloads_with_proxy)),
+            ("namespaces", Some(self.namespaces)),
+            ("namespaces_strict", Some(self.namespaces_strict)),
+            ("namespaces_permissive", Some(self.namespaces_permissive)),
+            ("namespaces_disable", Some(self.namespaces_disable)),
+            ("namespaces_injected", self.namespaces_injected),
+            ("selectors_effective", Some(self.selectors_effective)),
+            ("selectors_ineffective", Some(self.selectors_ineffective)),
+            (
+                "workload_entries_selected",
+                Some(self.workload_entries_selected),
+            ),
+            ("workload_entries_total", Some(self.workload_entries_total)),
+        ]
+    }
+}
+
+/// Findings of a run (or of one namespace in it): by severity, those not resolved;
+/// by status, all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingCounts {
+    pub error: i64,
+    pub warning: i64,
+    pub info: i64,
+    pub introduced: i64,
+    pub existing: i64,
+    pub resolved: i64,
+}
+
+/// One point of a trend: coverage and findings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metrics {
+    #[serde(flatten)]
+    pub coverage: CoverageNumbers,
+    pub findings: FindingCounts,
+}
+
+/// Which baseline runs a series reads: those of `repo_id` that finished in
+/// `[start_ms, end_ms)`, grouped in buckets `(finished_at_ms - offset_ms) / bucket_ms`.
+#[derive(Debug, Clone)]
+pub struct SeriesQuery<'a> {
+    pub repo_id: i64,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub bucket_ms: i64,
+    pub offset_ms: i64,
+    pub namespace: Option<&'a str>,
+}
+
+/// The run a bucket shows: its last successful baseline, or (when every baseline in
+/// the bucket errored) its last one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketRow {
+    pub bucket: i64,
+    /// Baseline runs that finished in the bucket, errored ones included.
+    pub baselines: i64,
+    pub run_id: i64,
+    pub head_sha: String,
+    pub finished_at_ms: i64,
+    pub outcome: RunOutcome,
+    pub error: Option<String>,
+    /// None when the run has no coverage (it errored) or, for a namespace series,
+    /// the namespace is not in that commit.
+    pub metrics: Option<Metrics>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunsPageQuery {
+    pub repo_id: i64,
+    pub pr_number: Option<i64>,
+    pub kind: Option<JobKind>,
+    /// Runs with a smaller id than this (the cursor of the page before).
+    pub before_id: Option<i64>,
+    pub limit: i64,
+}
+
+/// A run with its coverage in both revisions (base: PR runs only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunWithCoverage {
+    pub run: RunRecord,
+    pub head: Option<CoverageNumbers>,
+    pub base: Option<CoverageNumbers>,
+}
+
+/// A repository and its latest successful baseline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoOverview {
+    pub repo_id: i64,
+    pub full_name: String,
+    pub installed: bool,
+    pub default_branch: Option<String>,
+    pub latest: Option<LatestBaseline>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatestBaseline {
+    pub run_id: i64,
+    pub head_sha: String,
+    pub finished_at_ms: i64,
+    pub metrics: Metrics,
+}
+
+impl FindingCounts {
+    pub fn add(&mut self, f: &crate::finding::Finding) {
+        use crate::finding::{Severity, Status};
+        match f.status {
+            Status::Introduced => self.introduced += 1,
+            Status::Existing => self.existing += 1,
+            Status::Resolved => self.resolved += 1,
+        }
+        if f.status != Status::Resolved {
+            match f.severity {
+                Severity::Error => self.error += 1,
+                Severity::Warning => self.warning += 1,
+                Severity::Info => self.info += 1,
+            }
+        }
+    }
+}
+
+/// The namespace a finding counts in for per-namespace trends: its resource's
+/// namespace, or the Namespace object's own name. None for cluster-scoped objects
+/// and findings about whole files (they count in the run's totals only).
+pub fn finding_namespace(f: &crate::finding::Finding) -> Option<&str> {
+    let r = f.resource.as_ref()?;
+    match (&r.namespace, r.kind.as_str()) {
+        (Some(ns), _) => Some(ns),
+        (None, "Namespace") => Some(&r.name),
+        (None, _) => None,
+    }
+}
+
+/// Findings counted per namespace (see [`finding_namespace`]).
+pub fn finding_counts_by_namespace(
+    findings: &[crate::finding::Finding],
+) -> std::collections::BTreeMap<String, FindingCounts> {
+    let mut out = std::collections::BTreeMap::<String, FindingCounts>::new();
+    for f in findings {
+        if let Some(ns) = finding_namespace(f) {
+            out.entry(ns.to_string()).or_default().add(f);
+        }
+    }
+    out
+}

@@ -15,6 +15,8 @@ pub mod fake_github;
 
 pub use fake_github::{FakeGitHub, APP_ID, APP_SLUG};
 
+pub mod seed;
+
 pub const SECRET: &str = "test-webhook-secret";
 pub const REPO: &str = "acme/gitops";
 pub const REPO_ID: i64 = 1001;
@@ -123,8 +125,18 @@ pub fn app_state(store: Store, metrics: Metrics, clock: Clock) -> AppState {
         clock,
         max_attempts: 3,
         max_body_bytes: 1024 * 1024,
+        api: meshward::server::ApiConfig {
+            tokens: meshward::server::auth::ApiTokens::parse(&secrecy::SecretString::from(
+                API_TOKEN.to_string(),
+            ))
+            .expect("token"),
+            ..Default::default()
+        },
     }
 }
+
+/// The API token the test services accept.
+pub const API_TOKEN: &str = "test-api-token-0123456789";
 
 /// Sends a request through the router (no socket) and returns status and body.
 pub async fn send(app: &axum::Router, req: http::Request<axum::body::Body>) -> (u16, String) {
