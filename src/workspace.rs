@@ -54,11 +54,13 @@ impl Default for TreeLimits {
     }
 }
 
-/// Which files a check reads.
+/// Which files a check reads: manifests, kustomizations, repository policies, and
+/// JSON files (parameters an ApplicationSet git files generator may read).
 pub fn wanted(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     lower.ends_with(".yaml")
         || lower.ends_with(".yml")
+        || lower.ends_with(".json")
         || path == "Kustomization"
         || path.ends_with("/Kustomization")
         || (path.starts_with(".meshward/policies/") && lower.ends_with(".rego"))
@@ -67,7 +69,7 @@ pub fn wanted(path: &str) -> bool {
 fn push_checked(tree: &mut Tree, limits: &TreeLimits) -> Result<()> {
     if tree.files.len() + tree.oversized.len() > limits.max_files {
         bail!(
-            "the tree holds more than {} YAML files; refusing to check it",
+            "the tree holds more than {} YAML and JSON files; refusing to check it",
             limits.max_files
         );
     }
@@ -259,7 +261,7 @@ impl GitRepo {
             push_checked(&mut tree, limits)?;
             if blobs.len() > limits.max_files {
                 bail!(
-                    "revision {rev} holds more than {} YAML files; refusing to check it",
+                    "revision {rev} holds more than {} YAML and JSON files; refusing to check it",
                     limits.max_files
                 );
             }

@@ -254,5 +254,64 @@ fn applicationset_git_directories_render_with_their_template() {
     // A generator meshward does not expand is said, not skipped.
     let ext = with_rule(&report, "render/external-source");
     assert_eq!(ext.len(), 1, "{:#?}", report.findings);
-    assert!(ext[0].message.contains("matrix generator"));
+    assert!(
+        ext[0].message.contains("clusters generator"),
+        "{}",
+        ext[0].message
+    );
+}
+
+#[test]
+fn applicationset_git_files_in_a_matrix_render_once_per_file() {
+    let fixture = render_fixture("appset-files");
+    let report = check_dir(&fixture);
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    let mut namespaces: Vec<_> = f
+        .iter()
+        .filter_map(|f| f.resource.as_ref().and_then(|r| r.namespace.clone()))
+        .collect();
+    namespaces.sort();
+    // Each region file's namespace, through the template.
+    assert_eq!(
+        namespaces,
+        ["egress-eu", "egress-us"],
+        "{:#?}",
+        report.findings
+    );
+    assert!(f.iter().all(|f| f.file == "mesh/egress/partner-api.yaml"));
+    assert!(with_rule(&report, "render/external-source").is_empty());
+
+    // Editing one region's parameter file touches the root generated from it only.
+    let repo = GitRepo::new();
+    let base = repo.commit_dir(&fixture, "base");
+    repo.write(
+        "regions/eu/region.json",
+        r#"{"region": "eu", "egress": {"namespace": "egress-europe"}}"#,
+    );
+    let head = repo.commit("rename the eu egress namespace");
+    let report = check_change(&repo, &base, &head);
+    assert!(
+        report
+            .summary
+            .notes
+            .iter()
+            .any(|n| n.contains("Rendered 1 of 2")),
+        "{:?}",
+        report.summary.notes
+    );
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    let moved: Vec<_> = f
+        .iter()
+        .map(|f| {
+            (
+                f.status,
+                f.resource.as_ref().and_then(|r| r.namespace.clone()),
+            )
+        })
+        .collect();
+    assert!(
+        moved.contains(&(Status::Introduced, Some("egress-europe".into())))
+            && moved.contains(&(Status::Resolved, Some("egress-eu".into()))),
+        "{moved:?}"
+    );
 }

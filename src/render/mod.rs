@@ -3,6 +3,7 @@
 //! is untrusted work: real binaries, no network, no plugins or exec, confined to the
 //! checkout, with time and output limits. Every failure is a finding on the root.
 
+pub mod appset;
 pub mod helm;
 pub mod kustomize;
 pub mod roots;
@@ -272,6 +273,13 @@ impl<'a> TreeView<'a> {
     fn exists(&self, p: &str) -> bool {
         self.files.contains_key(p)
     }
+    fn glob(pattern: &str) -> Option<globset::GlobMatcher> {
+        globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .ok()
+            .map(|g| g.compile_matcher())
+    }
     fn is_dir(&self, p: &str) -> bool {
         self.dirs.contains(p)
     }
@@ -412,6 +420,34 @@ impl Discovery {
     }
 }
 
+impl appset::RepoLookup for TreeView<'_> {
+    fn dirs(&self, pattern: &str) -> Vec<String> {
+        let Some(m) = Self::glob(pattern) else {
+            return Vec::new();
+        };
+        self.dirs
+            .iter()
+            .filter(|d| !d.is_empty() && m.is_match(d.as_str()))
+            .cloned()
+            .collect()
+    }
+    fn files(&self, pattern: &str) -> Vec<(String, String)> {
+        let Some(m) = Self::glob(pattern) else {
+            return Vec::new();
+        };
+        self.files
+            .iter()
+            .filter(|(p, _)| m.is_match(*p))
+            .map(|(p, f)| {
+                (
+                    p.to_string(),
+                    String::from_utf8_lossy(&f.bytes).into_owned(),
+                )
+            })
+            .collect()
+    }
+}
+
 /// The final set of roots of a revision, once app objects and config are read.
 pub struct Plan {
     pub roots: Vec<PlannedRoot>,
@@ -428,21 +464,7 @@ pub fn plan(
 ) -> Plan {
     let view = TreeView::new(tree);
     let mut findings = Vec::new();
-    let dirs_matching = |pattern: &str| -> Vec<String> {
-        let Ok(glob) = globset::GlobBuilder::new(pattern)
-            .literal_separator(true)
-            .build()
-        else {
-            return Vec::new();
-        };
-        let m = glob.compile_matcher();
-        view.dirs
-            .iter()
-            .filter(|d| !d.is_empty() && m.is_match(d.as_str()))
-            .cloned()
-            .collect()
-    };
-    let (apps, external) = roots::app_sources(resources, repo_urls, &dirs_matching);
+    let (apps, external) = roots::app_sources(resources, repo_urls, &view);
     for e in external {
         findings.push(input_finding(
             "render/external-source",
@@ -480,6 +502,7 @@ pub fn plan(
                 } else {
                     r.root.kustomize = app.kustomize.clone();
                 }
+                r.files.extend(app.inputs.iter().cloned());
                 r.root.defined_by = Some(app.defined_by.clone());
                 r.root.entry = app.file.clone();
                 r.root.entry_line = app.line;

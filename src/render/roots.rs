@@ -2,6 +2,7 @@
 //! folders, Helm charts), in app objects (Argo CD Application/ApplicationSet, Flux
 //! Kustomization/HelmRelease) and in `.meshward.yaml`.
 
+use super::appset::{self, RepoLookup};
 use crate::manifest::Resource;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -126,6 +127,9 @@ pub struct AppSource {
     pub defined_by: String,
     pub file: String,
     pub line: u32,
+    /// Files the app object was generated from (ApplicationSet git files generator):
+    /// a change to them touches the root.
+    pub inputs: BTreeSet<String>,
 }
 
 /// App objects pointing somewhere meshward cannot render: another repository.
@@ -178,7 +182,7 @@ fn argo_sources(spec: &Json) -> Vec<&Json> {
 pub fn app_sources(
     resources: &[Resource],
     repo_urls: &BTreeSet<String>,
-    applicationset_dirs: &dyn Fn(&str) -> Vec<String>,
+    repo: &dyn RepoLookup,
 ) -> (Vec<AppSource>, Vec<ExternalSource>) {
     let mut out = Vec::new();
     let mut external = Vec::new();
@@ -206,8 +210,7 @@ pub fn app_sources(
                 }
             }
             (api, "ApplicationSet") if api.starts_with("argoproj.io/") => {
-                let (param_sets, unexpanded) =
-                    appset_params(&r.body, &same_repo, applicationset_dirs);
+                let (param_sets, unexpanded) = appset::params(&r.body, &same_repo, repo);
                 for what in unexpanded {
                     external.push(ExternalSource {
                         resource: r.id.clone(),
@@ -216,16 +219,20 @@ pub fn app_sources(
                         what: format!("it uses {what}, so the applications it generates from it are not checked"),
                     });
                 }
-                for params in param_sets {
+                for set in param_sets {
                     let Some(template) = r.body.pointer("/spec/template") else {
                         continue;
                     };
-                    let rendered = substitute(template, &params);
+                    let rendered = appset::substitute(template, &set.params);
                     let name = s(&rendered, "/metadata/name").unwrap_or_default();
                     let dest_ns = s(&rendered, "/spec/destination/namespace");
                     if let Some(spec) = rendered.get("spec") {
                         let by = format!("{by} → Application {name}");
+                        let first = out.len();
                         argo_app(r, spec, dest_ns, &by, &same_repo, &mut out, &mut external);
+                        for app in &mut out[first..] {
+                            app.inputs.extend(set.inputs.iter().cloned());
+                        }
                     }
                 }
             }
@@ -261,6 +268,7 @@ pub fn app_sources(
                     defined_by: by,
                     file: r.file.clone(),
                     line: r.line_of(&[Json::from("spec"), Json::from("path")]),
+                    inputs: BTreeSet::new(),
                 });
             }
             (api, "HelmRelease") if api.starts_with("helm.toolkit.fluxcd.io/") => {
@@ -301,6 +309,7 @@ pub fn app_sources(
                     defined_by: by,
                     file: r.file.clone(),
                     line: r.line_of(&[Json::from("spec"), Json::from("chart")]),
+                    inputs: BTreeSet::new(),
                 });
             }
             _ => {}
@@ -403,154 +412,8 @@ fn argo_app(
             defined_by: by.to_string(),
             file: r.file.clone(),
             line: r.line_of(&[Json::from("spec")]),
+            inputs: BTreeSet::new(),
         });
-    }
-}
-
-/// Parameter sets of an ApplicationSet's list and git-directory generators, and the
-/// generators meshward does not expand (each reported, never skipped silently).
-fn appset_params(
-    body: &Json,
-    same_repo: &dyn Fn(&str) -> bool,
-    dirs: &dyn Fn(&str) -> Vec<String>,
-) -> (Vec<BTreeMap<String, String>>, Vec<String>) {
-    let mut out = Vec::new();
-    let mut unexpanded = Vec::new();
-    for generator in body
-        .pointer("/spec/generators")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(gen) = generator.as_object() else {
-            continue;
-        };
-        for (kind, spec) in gen {
-            match kind.as_str() {
-                "list" => {
-                    for e in spec
-                        .get("elements")
-                        .and_then(Json::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        let mut params = BTreeMap::new();
-                        flatten("", e, &mut params);
-                        out.push(params);
-                    }
-                }
-                "git" => {
-                    let url = spec
-                        .get("repoURL")
-                        .and_then(Json::as_str)
-                        .unwrap_or_default();
-                    if !same_repo(url) {
-                        unexpanded.push(format!("a git generator over {url}, another repository"));
-                        continue;
-                    }
-                    if spec.get("files").is_some() {
-                        unexpanded.push(
-                            "a git files generator (not expanded by meshward yet)".to_string(),
-                        );
-                    }
-                    let entries: Vec<&Json> = spec
-                        .get("directories")
-                        .and_then(Json::as_array)
-                        .into_iter()
-                        .flatten()
-                        .collect();
-                    let pattern_of =
-                        |d: &&Json| d.get("path").and_then(Json::as_str).map(str::to_string);
-                    let excluded: BTreeSet<String> = entries
-                        .iter()
-                        .filter(|d| d.get("exclude").and_then(Json::as_bool) == Some(true))
-                        .filter_map(pattern_of)
-                        .flat_map(|p| dirs(&p))
-                        .collect();
-                    let included: BTreeSet<String> = entries
-                        .iter()
-                        .filter(|d| d.get("exclude").and_then(Json::as_bool) != Some(true))
-                        .filter_map(pattern_of)
-                        .flat_map(|p| dirs(&p))
-                        .collect();
-                    for dir in included.difference(&excluded) {
-                        out.push(directory_params(dir));
-                    }
-                }
-                other => unexpanded.push(format!("a {other} generator (not expanded by meshward)")),
-            }
-        }
-    }
-    (out, unexpanded)
-}
-
-fn directory_params(dir: &str) -> BTreeMap<String, String> {
-    let mut params = BTreeMap::new();
-    let basename = dir.rsplit('/').next().unwrap_or(dir).to_string();
-    for (i, seg) in dir.split('/').enumerate() {
-        params.insert(format!("path[{i}]"), seg.to_string());
-    }
-    params.insert("path".into(), dir.to_string());
-    params.insert("path.path".into(), dir.to_string());
-    params.insert(
-        "path.basenameNormalized".into(),
-        basename.replace(['_', '.'], "-").to_lowercase(),
-    );
-    params.insert("path.basename".into(), basename);
-    params
-}
-
-fn flatten(prefix: &str, v: &Json, out: &mut BTreeMap<String, String>) {
-    match v {
-        Json::Object(m) => {
-            for (k, v) in m {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(&key, v, out);
-            }
-        }
-        Json::String(s) => {
-            out.insert(prefix.to_string(), s.clone());
-        }
-        other => {
-            out.insert(prefix.to_string(), other.to_string());
-        }
-    }
-}
-
-/// `{{param}}` and `{{ .param }}` substitution, as ApplicationSet templates use.
-fn substitute(template: &Json, params: &BTreeMap<String, String>) -> Json {
-    match template {
-        Json::String(s) => {
-            let mut out = String::new();
-            let mut rest = s.as_str();
-            while let Some(start) = rest.find("{{") {
-                out.push_str(&rest[..start]);
-                let Some(end) = rest[start..].find("}}") else {
-                    out.push_str(&rest[start..]);
-                    rest = "";
-                    break;
-                };
-                let key = rest[start + 2..start + end].trim().trim_start_matches('.');
-                match params.get(key) {
-                    Some(v) => out.push_str(v),
-                    None => out.push_str(&rest[start..start + end + 2]),
-                }
-                rest = &rest[start + end + 2..];
-            }
-            out.push_str(rest);
-            Json::String(out)
-        }
-        Json::Array(a) => Json::Array(a.iter().map(|v| substitute(v, params)).collect()),
-        Json::Object(m) => Json::Object(
-            m.iter()
-                .map(|(k, v)| (k.clone(), substitute(v, params)))
-                .collect(),
-        ),
-        other => other.clone(),
     }
 }
 
@@ -578,16 +441,5 @@ mod tests {
     fn paths_join() {
         assert_eq!(join("overlays/prod", "../../base").as_deref(), Some("base"));
         assert_eq!(join("a", "../../x"), None);
-    }
-
-    #[test]
-    fn templates_substitute() {
-        let params: BTreeMap<String, String> =
-            [("path.basename".to_string(), "geo".to_string())].into();
-        let t = serde_json::json!({"name": "app-{{path.basename}}", "n": "{{ .path.basename }}"});
-        assert_eq!(
-            substitute(&t, &params),
-            serde_json::json!({"name": "app-geo", "n": "geo"})
-        );
     }
 }
