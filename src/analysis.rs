@@ -122,12 +122,21 @@ pub fn analyze(
     }
 
     let started = std::time::Instant::now();
+    // Base's model is built on base's thread; head's needs it (a rollout is pending
+    // only against what base deployed), and is built while base's model becomes a
+    // policy value.
     let (head_parsed, base_parsed) = rayon::join(
         || parse_revision(&head, &config, opts),
-        || base.as_ref().map(|b| parse_revision(b, &config, opts)),
+        || {
+            base.as_ref().map(|b| {
+                let (loaded, render) = parse_revision(b, &config, opts);
+                let model = model::build(&loaded.resources, &config.mesh, None);
+                ((loaded, model), render)
+            })
+        },
     );
     let (head_parsed, head_render) = head_parsed;
-    let (base_parsed, base_render) = match base_parsed {
+    let (base_loaded, base_render) = match base_parsed {
         Some((p, r)) => (Some(p), Some(r)),
         None => (None, None),
     };
@@ -138,15 +147,16 @@ pub fn analyze(
     ) {
         notes.push(note);
     }
-    let base_loaded = base_parsed.map(|loaded| {
-        let model = model::build(&loaded.resources, &config.mesh, None);
-        (loaded, model)
-    });
-    let base_model = base_loaded.as_ref().map(|(_, m)| m.clone());
-    let head_model = model::build(&head_parsed.resources, &config.mesh, base_model.as_ref());
+    let base_model = base_loaded.as_ref().map(|(_, m)| m);
+    // Base's model is in both policy inputs (head's `base`, base's `model` and `base`):
+    // converted once and shared, as it is one of the largest parts of either.
+    let (head_model, base_value) = rayon::join(
+        || model::build(&head_parsed.resources, &config.mesh, base_model),
+        || base_model.map(policy_value),
+    );
     let evidence = match &opts.evidence {
         Some(e) => Some(e.clone()),
-        None => gather_evidence(opts, &config, &head_model, base_model.as_ref(), &mut notes),
+        None => gather_evidence(opts, &config, &head_model, base_model, &mut notes),
     };
     let head_loaded = (head_parsed, head_model);
     tracing::debug!(
@@ -154,30 +164,32 @@ pub fn analyze(
         "parsed and modelled"
     );
 
-    let evaluate = |loaded: (manifest::Loaded, Model), base_model: Option<&Model>, label: &str| {
-        evaluate_revision(
-            loaded,
-            base_model,
-            label,
-            &policies,
-            &config,
-            evidence.as_ref(),
-        )
-    };
+    let evaluate =
+        |loaded: (manifest::Loaded, Model), own: Option<&regorus::Value>, label: &str| {
+            evaluate_revision(
+                loaded,
+                own,
+                base_value.as_ref(),
+                label,
+                &policies,
+                &config,
+                evidence.as_ref(),
+            )
+        };
     let (head_eval, base_eval) = rayon::join(
-        || evaluate(head_loaded, base_model.as_ref(), &head.label),
+        || evaluate(head_loaded, None, &head.label),
         || {
+            // Base is judged against itself: nothing in it is "introduced".
             base_loaded.map(|loaded| {
-                // Base is judged against itself: nothing in it is "introduced".
-                let own = loaded.1.clone();
                 evaluate(
                     loaded,
-                    Some(&own),
+                    base_value.as_ref(),
                     &base.as_ref().map(|b| b.label.clone()).unwrap_or_default(),
                 )
             })
         },
     );
+    drop(base_value);
 
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -493,16 +505,21 @@ fn render_selected(
     }
 }
 
+/// Evaluates the policies over one revision. `own` is the revision's model as a
+/// policy value when the caller has it already; `base` is base's model as one.
+#[allow(clippy::too_many_arguments)]
 fn evaluate_revision(
     (loaded, model): (manifest::Loaded, Model),
-    base_model: Option<&Model>,
+    own: Option<&regorus::Value>,
+    base: Option<&regorus::Value>,
     label: &str,
     policies: &Policies,
     config: &RepoConfig,
     evidence: Option<&Evidence>,
 ) -> Evaluated {
     let started = std::time::Instant::now();
-    let input = build_input(&loaded.resources, &model, base_model, evidence, config);
+    let own = own.cloned().unwrap_or_else(|| policy_value(&model));
+    let input = build_input(&loaded.resources, own, base, evidence, config);
     tracing::debug!(
         revision = label,
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -719,10 +736,19 @@ fn apply_exceptions(
 
 /// The Rego input: resources (shared between `resources` and `by_kind`), models,
 /// evidence and mesh config. See docs/policy-input.md.
+/// A model as a policy value, through JSON text: a serde_json tree of the model would
+/// double the memory the conversion needs.
+fn policy_value(model: &Model) -> regorus::Value {
+    serde_json::to_string(model)
+        .ok()
+        .and_then(|text| regorus::Value::from_json_str(&text).ok())
+        .unwrap_or(regorus::Value::Null)
+}
+
 fn build_input(
     resources: &[Resource],
-    model: &Model,
-    base: Option<&Model>,
+    model: regorus::Value,
+    base: Option<&regorus::Value>,
     evidence: Option<&Evidence>,
     config: &RepoConfig,
 ) -> regorus::Value {
@@ -754,15 +780,8 @@ fn build_input(
             }
         }
         map.insert(Value::from("by_kind"), kinds);
-        map.insert(
-            Value::from("model"),
-            to_value(serde_json::to_value(model).unwrap_or_default()),
-        );
-        map.insert(
-            Value::from("base"),
-            base.map(|b| to_value(serde_json::to_value(b).unwrap_or_default()))
-                .unwrap_or(Value::Null),
-        );
+        map.insert(Value::from("model"), model);
+        map.insert(Value::from("base"), base.cloned().unwrap_or(Value::Null));
         map.insert(
             Value::from("evidence"),
             evidence

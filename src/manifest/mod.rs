@@ -1,5 +1,6 @@
 //! Manifests: files → Kubernetes objects with their source lines.
 
+pub mod lines;
 pub mod yaml;
 
 use crate::finding::{Finding, ResourceRef, Severity, Status};
@@ -18,8 +19,8 @@ pub struct Resource {
     pub body: serde_json::Value,
     pub file: String,
     pub line: u32,
-    /// The object's YAML tree, kept to map field paths back to lines.
-    pub node: Arc<Node>,
+    /// Where each of the object's fields is, to map field paths back to lines.
+    pub lines: Arc<lines::LineIndex>,
     /// For rendered objects: how fields map back to the files that produced them.
     pub origin: Option<Arc<crate::render::SourceMap>>,
 }
@@ -35,7 +36,7 @@ impl Resource {
     }
 
     pub fn line_of(&self, path: &[serde_json::Value]) -> u32 {
-        self.node.line_of(path)
+        self.lines.line_of(path)
     }
 
     /// The file and line that produced a field, and a note when only approximate.
@@ -300,7 +301,7 @@ fn collect_objects(node: Node, file: &str, default_namespace: &str, out: &mut Lo
         body,
         file: file.to_string(),
         line: node.line,
-        node: Arc::new(node),
+        lines: Arc::new(lines::LineIndex::of(&node)),
         origin: None,
     });
 }
