@@ -98,6 +98,9 @@ pub fn render(report: &Report, color: bool) -> String {
         t.workload_entries_selected,
         t.workload_entries_total
     );
+    if let Some(c) = report.changes.as_ref().filter(|c| !c.is_empty()) {
+        changes(&mut out, c);
+    }
     if let Some(e) = &report.evidence {
         let _ = writeln!(
             out,
@@ -123,4 +126,154 @@ pub fn render(report: &Report, color: bool) -> String {
         let _ = writeln!(out, "  note: {n}");
     }
     out
+}
+
+/// Lines per part of the change summary; the rest are counted and left to JSON.
+const MAX_LINES: usize = 10;
+
+fn more(out: &mut String, total: usize) {
+    if total > MAX_LINES {
+        let _ = writeln!(
+            out,
+            "      …and {} more (--format json, under `changes`)",
+            total - MAX_LINES
+        );
+    }
+}
+
+fn signed(n: i64, text: String) -> String {
+    if n > 0 {
+        format!("+{text}")
+    } else {
+        text
+    }
+}
+
+fn list(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "none".into()
+    } else {
+        ids.join(", ")
+    }
+}
+
+/// What the change does to the mesh, in brief (the markdown report has the tables).
+fn changes(out: &mut String, c: &crate::changes::Changes) {
+    use crate::model::quantity::{bytes_text, cores_text};
+    let _ = writeln!(out, "  what this change does to the mesh:");
+    let p = &c.proxy_cost;
+    if let Some(summary) = &p.summary {
+        let _ = writeln!(out, "    proxy cost: {summary}");
+        for w in p.workloads.iter().take(MAX_LINES) {
+            let _ = writeln!(
+                out,
+                "      {}: {} → {} proxies{}, {} CPU, {} memory ({})",
+                w.workload,
+                w.base_proxies,
+                w.head_proxies,
+                if w.autoscaler.is_some() {
+                    " (HPA max)"
+                } else {
+                    ""
+                },
+                signed(w.cpu_millicores, cores_text(w.cpu_millicores)),
+                signed(w.memory_bytes, bytes_text(w.memory_bytes)),
+                w.reason
+            );
+        }
+        more(out, p.workloads.len());
+        for u in &p.uncounted {
+            let _ = writeln!(out, "      {} not counted: {}", u.workload, u.reason);
+        }
+    }
+    for h in c.latency.iter().take(MAX_LINES) {
+        let _ = writeln!(
+            out,
+            "    new hop: {} → {}: {} → {} proxies per call (from {})",
+            h.caller,
+            h.callee,
+            h.proxies_before,
+            h.proxies_after,
+            h.decided_by.join("; ")
+        );
+    }
+    more(out, c.latency.len());
+    for i in c.identities.iter().take(MAX_LINES) {
+        let mut line = format!(
+            "    identity: {} ({}): {}",
+            i.subject,
+            i.change.as_str(),
+            i.spiffe_id
+        );
+        if let Some(old) = &i.base_service_account {
+            line.push_str(&format!(", service account {old} → {}", i.service_account));
+        }
+        line.push_str(&format!(
+            "; allowed by {}; denied by {}",
+            list(&i.allowed_by),
+            list(&i.denied_by)
+        ));
+        if !i.proxy {
+            line.push_str("; no proxy: presents no identity, its calls are plaintext");
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    more(out, c.identities.len());
+    for v in c.vm_bootstrap.iter().take(MAX_LINES) {
+        let selected = match (v.service_entry_count, v.services.is_empty()) {
+            (0, true) => {
+                "no ServiceEntry selects it: its VMs get no name to be called by".to_string()
+            }
+            (0, false) => format!(
+                "no ServiceEntry selects it; Kubernetes Services do: {}",
+                list(&v.services)
+            ),
+            _ => format!("selected by {}", list(&v.service_entries)),
+        };
+        let _ = writeln!(
+            out,
+            "    VM bootstrap: {} ({}): identity {}, token for {}/{}; {selected}",
+            v.workload_group,
+            v.change.as_str(),
+            v.spiffe_id,
+            v.token.namespace,
+            v.token.service_account
+        );
+    }
+    more(out, c.vm_bootstrap.len());
+    for s in c.selectors.iter().take(MAX_LINES) {
+        let what = match &s.labels {
+            Some(l) => format!(
+                "{} [{}]",
+                s.path.join("."),
+                if l.is_empty() {
+                    "no labels".to_string()
+                } else {
+                    l.iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }
+            ),
+            None => format!("({}-wide)", s.scope),
+        };
+        let now = s.head.total();
+        let counts = match &s.base {
+            Some(b) => format!("{} → {now}", b.total()),
+            None => format!("new → {now}"),
+        };
+        let mut line = format!(
+            "    selector: {} {what} selects {counts} ({})",
+            s.resource,
+            s.change.as_str()
+        );
+        if now == 0 {
+            line.push_str(": selects nothing");
+        }
+        if !s.lost.is_empty() {
+            line.push_str(&format!("; no longer selects {}", s.lost.join(", ")));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    more(out, c.selectors.len());
 }
