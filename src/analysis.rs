@@ -110,7 +110,7 @@ pub fn analyze(
         }
     } else {
         notes.push(
-            "No base revision: every finding is `existing`, and the rules about a change (mtls/strict-skips-permissive, injection/rollout-required) were not evaluated."
+            "No base revision: every finding is `existing`, and the rules about a change (mtls/strict-skips-permissive, injection/rollout-required, authz/identity-change) were not evaluated."
                 .to_string(),
         );
     }
