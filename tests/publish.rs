@@ -76,10 +76,34 @@ fn check_at<'a>(runs: &'a [CheckRun], sha: &str) -> Vec<&'a CheckRun> {
 /// that fixes it edits the same comment, passes, and answers the inline comment.
 async fn a_finding_fails_the_check_and_a_fix_passes_it_in_the_same_summary(store: Store) {
     let fake = FakeGitHub::start().await;
-    let (base, head) = gitops_repo(&fake);
+    finding_then_fix(&fake, store).await;
+}
+
+/// The same story on GitHub Enterprise Server, whose REST API is under `/api/v3`
+/// and whose GraphQL (resolving the thread) is at `/api/graphql`, not under it.
+async fn on_enterprise_server_the_story_is_the_same(store: Store) {
+    let fake = FakeGitHub::start_enterprise().await;
+    let first_summary = finding_then_fix(&fake, store).await;
+    let calls = fake.model().calls.clone();
+    assert!(
+        calls.iter().all(|c| c.status != 404),
+        "a call went where Enterprise serves nothing: {calls:?}"
+    );
+    assert!(calls
+        .iter()
+        .any(|c| c.path == "/api/graphql" && c.method == "POST"));
+    // Links people follow go to the Enterprise web host.
+    let web = format!("{}/{REPO}/blob/", fake.server.uri());
+    assert!(first_summary.contains(&web), "{web} in\n{first_summary}");
+}
+
+/// A PR that introduces a finding, then a push that fixes it (see the first test).
+/// Returns the first summary comment.
+async fn finding_then_fix(fake: &FakeGitHub, store: Store) -> String {
+    let (base, head) = gitops_repo(fake);
     let store = migrated(store).await;
     let clock = Clock::manual(0);
-    let (mut w, _) = app_worker(&fake, &store, &clock);
+    let (mut w, _) = app_worker(fake, &store, &clock);
     w.public_url = Some("https://meshward.example.com".into());
     store
         .enqueue(&check_job(PR, &base, &head), 3, 0)
@@ -204,6 +228,7 @@ async fn a_finding_fails_the_check_and_a_fix_passes_it_in_the_same_summary(store
     let recorded = store.review_comments(REPO_ID, PR).await.unwrap();
     assert!(recorded[0].resolved_at_ms.is_some());
     assert_eq!(recorded[0].reply_id, Some(replies[0].id));
+    comment.body
 }
 
 /// 120 findings: annotations in three requests (50, 50, 20), all of them counted.
@@ -835,6 +860,7 @@ async fn a_run_for_an_older_commit_leaves_the_summary_alone(store: Store) {
 
 contract!(
     a_finding_fails_the_check_and_a_fix_passes_it_in_the_same_summary,
+    on_enterprise_server_the_story_is_the_same,
     annotations_go_fifty_to_a_request,
     a_report_over_the_limits_is_cut_with_a_note,
     server_errors_and_rate_limits_are_retried_and_posted_once,

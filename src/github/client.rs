@@ -119,11 +119,16 @@ enum Mode {
 
 struct Installation {
     client: Octocrab,
+    graphql: Octocrab,
     expires_at: DateTime<Utc>,
 }
 
 struct Inner {
     crab: Octocrab,
+    /// Enterprise serves GraphQL at `/api/graphql`, outside the REST root
+    /// (`/api/v3`) that octocrab puts before every path: a client rooted at `/api`.
+    /// None: GraphQL is `/graphql` under the REST root (api.github.com).
+    graphql_crab: Option<Octocrab>,
     mode: Mode,
     /// Where people read what the API serves: `https://github.com`, or the
     /// Enterprise host.
@@ -146,6 +151,7 @@ pub struct GitHub {
 pub struct RepoClient {
     gh: GitHub,
     crab: Octocrab,
+    graphql: Octocrab,
     repo: String,
 }
 
@@ -153,33 +159,15 @@ const MAX_JSON_BYTES: usize = 16 * 1024 * 1024;
 
 impl GitHub {
     pub fn new(config: GitHubConfig, metrics: Metrics) -> Result<GitHub> {
-        let mut builder = Octocrab::builder();
-        if let Some(url) = &config.api_url {
-            builder = builder
-                .base_uri(url.as_str())
-                .with_context(|| format!("bad GitHub API URL {url:?}"))?;
-        }
-        let mode = match config.auth {
-            GitHubAuth::App {
-                app_id,
-                ref private_key_pem,
-            } => {
-                let key = jsonwebtoken::EncodingKey::from_rsa_pem(
-                    private_key_pem.expose_secret().as_bytes(),
-                )
-                .context("the GitHub App private key is not an RSA key in PEM form")?;
-                builder = builder.app(app_id.into(), key);
-                Mode::App
-            }
-            GitHubAuth::Token(ref token) => {
-                builder = builder.personal_token(token.expose_secret().to_string());
-                Mode::Token
-            }
+        let (crab, mode) = client(config.api_url.as_deref(), &config.auth)?;
+        let graphql_crab = match graphql_root(config.api_url.as_deref()) {
+            Some(root) => Some(client(Some(&root), &config.auth)?.0),
+            None => None,
         };
-        let crab = builder.build().context("building the GitHub client")?;
         Ok(GitHub {
             inner: Arc::new(Inner {
                 crab,
+                graphql_crab,
                 mode,
                 web_url: web_url(config.api_url.as_deref()),
                 installations: Mutex::new(HashMap::new()),
@@ -206,8 +194,14 @@ impl GitHub {
     /// (looked up when not given).
     pub async fn repo(&self, repo: &str, installation_id: Option<i64>) -> Result<RepoClient> {
         check_repo_name(repo)?;
-        let crab = match self.inner.mode {
-            Mode::Token => self.inner.crab.clone(),
+        let (crab, graphql) = match self.inner.mode {
+            Mode::Token => (
+                self.inner.crab.clone(),
+                self.inner
+                    .graphql_crab
+                    .clone()
+                    .unwrap_or_else(|| self.inner.crab.clone()),
+            ),
             Mode::App => {
                 let id = match installation_id {
                     Some(id) => id,
@@ -219,6 +213,7 @@ impl GitHub {
         Ok(RepoClient {
             gh: self.clone(),
             crab,
+            graphql,
             repo: repo.to_string(),
         })
     }
@@ -242,11 +237,11 @@ impl GitHub {
 
     /// The client of an installation, with a token that has at least the refresh
     /// margin left (a new one is requested when it has not).
-    async fn installation_client(&self, id: i64) -> Result<Octocrab> {
+    async fn installation_client(&self, id: i64) -> Result<(Octocrab, Octocrab)> {
         let mut cache = self.inner.installations.lock().await;
         if let Some(inst) = cache.get(&id) {
             if inst.expires_at - Utc::now() > self.inner.token_refresh_margin {
-                return Ok(inst.client.clone());
+                return Ok((inst.client.clone(), inst.graphql.clone()));
             }
         }
         let body = self
@@ -269,20 +264,25 @@ impl GitHub {
         let expires_at = t
             .expires_at
             .unwrap_or_else(|| Utc::now() + chrono::Duration::minutes(60));
-        let client = self
-            .inner
-            .crab
-            .user_access_token(SecretString::from(t.token))
-            .context("installation client")?;
+        let as_installation = |crab: &Octocrab| {
+            crab.user_access_token(SecretString::from(t.token.clone()))
+                .context("installation client")
+        };
+        let client = as_installation(&self.inner.crab)?;
+        let graphql = match &self.inner.graphql_crab {
+            Some(g) => as_installation(g)?,
+            None => client.clone(),
+        };
         cache.insert(
             id,
             Installation {
                 client: client.clone(),
+                graphql: graphql.clone(),
                 expires_at,
             },
         );
         tracing::debug!(installation = id, %expires_at, "new installation token");
-        Ok(client)
+        Ok((client, graphql))
     }
 
     /// Sends one API call, with retries, and returns the body of a successful answer
@@ -382,6 +382,42 @@ impl GitHub {
     }
 }
 
+/// An octocrab client for an API root, authenticated as the config says.
+fn client(api_url: Option<&str>, auth: &GitHubAuth) -> Result<(Octocrab, Mode)> {
+    let mut builder = Octocrab::builder();
+    if let Some(url) = api_url {
+        builder = builder
+            .base_uri(url)
+            .with_context(|| format!("bad GitHub API URL {url:?}"))?;
+    }
+    let mode = match auth {
+        GitHubAuth::App {
+            app_id,
+            private_key_pem,
+        } => {
+            let key =
+                jsonwebtoken::EncodingKey::from_rsa_pem(private_key_pem.expose_secret().as_bytes())
+                    .context("the GitHub App private key is not an RSA key in PEM form")?;
+            builder = builder.app((*app_id).into(), key);
+            Mode::App
+        }
+        GitHubAuth::Token(token) => {
+            builder = builder.personal_token(token.expose_secret().to_string());
+            Mode::Token
+        }
+    };
+    Ok((builder.build().context("building the GitHub client")?, mode))
+}
+
+/// Enterprise's GraphQL root (`https://ghe.example.com/api`, serving `/graphql`),
+/// when the REST root is Enterprise's `/api/v3`.
+fn graphql_root(api_url: Option<&str>) -> Option<String> {
+    let api = api_url?.trim_end_matches('/');
+    api.strip_suffix("/v3")
+        .filter(|root| root.ends_with("/api"))
+        .map(str::to_string)
+}
+
 /// github.com's API is api.github.com; Enterprise serves it under `/api/v3` of the
 /// web host.
 fn web_url(api_url: Option<&str>) -> String {
@@ -446,6 +482,27 @@ impl RepoClient {
             .request(&self.crab, Method::GET, path, None, MAX_JSON_BYTES)
             .await?;
         serde_json::from_slice(&body).with_context(|| format!("GET {path}: not JSON"))
+    }
+
+    /// A GraphQL query or mutation (on Enterprise, at `/api/graphql`); GraphQL
+    /// errors are errors.
+    pub async fn graphql(&self, query: &serde_json::Value) -> Result<serde_json::Value> {
+        let body = self
+            .gh
+            .request(
+                &self.graphql,
+                Method::POST,
+                "/graphql",
+                Some(query),
+                MAX_JSON_BYTES,
+            )
+            .await?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&body).context("POST /graphql: not JSON")?;
+        if let Some(errors) = v.get("errors").filter(|e| !e.is_null()) {
+            return Err(anyhow!("GraphQL errors: {errors}"));
+        }
+        Ok(v)
     }
 
     /// Sends a JSON body (POST, PATCH, PUT) and returns the JSON answer.
@@ -552,6 +609,17 @@ pub fn check_sha(sha: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn graphql_roots_of_github_and_enterprise() {
+        assert_eq!(graphql_root(None), None);
+        assert_eq!(graphql_root(Some("https://api.github.com")), None);
+        assert_eq!(
+            graphql_root(Some("https://ghe.example.com/api/v3/")).as_deref(),
+            Some("https://ghe.example.com/api")
+        );
+        assert_eq!(graphql_root(Some("http://127.0.0.1:8080")), None);
+    }
 
     #[test]
     fn web_urls_of_github_and_enterprise() {

@@ -610,14 +610,7 @@ impl Target<'_> {
     }
 
     async fn graphql(&self, query: Value) -> Result<Value> {
-        let v = self
-            .client
-            .send_json(Method::POST, "/graphql", &query)
-            .await?;
-        if let Some(errors) = v.get("errors").filter(|e| !e.is_null()) {
-            return Err(anyhow!("GraphQL errors: {errors}"));
-        }
-        Ok(v)
+        self.client.graphql(&query).await
     }
 }
 

@@ -186,6 +186,9 @@ pub struct Model {
     pub faults: VecDeque<Fault>,
     /// Answers to paths containing the key are held back this long.
     pub delays: Vec<(String, std::time::Duration)>,
+    /// Serve as GitHub Enterprise Server does: REST under `/api/v3`, GraphQL at
+    /// `/api/graphql` (and not under `/api/v3`).
+    pub enterprise: bool,
     next_token: u64,
     next_id: i64,
 }
@@ -200,6 +203,7 @@ impl Default for Model {
             calls: Vec::new(),
             faults: VecDeque::new(),
             delays: Vec::new(),
+            enterprise: false,
             next_token: 0,
             next_id: 1000,
         }
@@ -225,9 +229,20 @@ impl FakeGitHub {
         FakeGitHub { server, model }
     }
 
+    /// A fake GitHub Enterprise Server: the same API under its paths.
+    pub async fn start_enterprise() -> FakeGitHub {
+        let fake = FakeGitHub::start().await;
+        fake.model().enterprise = true;
+        fake
+    }
+
     /// The API root to give meshward.
     pub fn url(&self) -> String {
-        self.server.uri()
+        if self.model().enterprise {
+            format!("{}/api/v3", self.server.uri())
+        } else {
+            self.server.uri()
+        }
     }
 
     pub fn model(&self) -> std::sync::MutexGuard<'_, Model> {
@@ -388,6 +403,20 @@ struct Responder {
 
 type Answer = (u16, ResponseTemplate);
 
+/// An Enterprise path as the github.com path it serves; None where Enterprise
+/// serves nothing.
+fn enterprise_path(path: &str) -> Option<String> {
+    if path == "/api/graphql" {
+        return Some("/graphql".into());
+    }
+    if path.starts_with("/_codeload/") {
+        return Some(path.to_string());
+    }
+    path.strip_prefix("/api/v3/")
+        .filter(|rest| *rest != "graphql")
+        .map(|rest| format!("/{rest}"))
+}
+
 fn json(status: u16, v: serde_json::Value) -> Answer {
     (
         status,
@@ -454,6 +483,14 @@ impl Responder {
 
     fn route(&self, m: &mut Model, req: &Request) -> Answer {
         let path = req.url.path().to_string();
+        let path = if m.enterprise {
+            match enterprise_path(&path) {
+                Some(p) => p,
+                None => return not_found(),
+            }
+        } else {
+            path
+        };
         let method = req.method.as_str().to_string();
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         let auth = self.auth(m, req);
