@@ -97,6 +97,58 @@ async fn on_enterprise_server_the_story_is_the_same(store: Store) {
     assert!(first_summary.contains(&web), "{web} in\n{first_summary}");
 }
 
+/// Threads are found across GraphQL pages: with one thread a page, fixing three
+/// findings resolves all three threads.
+async fn review_threads_are_resolved_past_the_first_page(store: Store) {
+    let fake = FakeGitHub::start().await;
+    fake.model().graphql_page_size = 1;
+    fake.add_repo(REPO, REPO_ID, INSTALLATION);
+    let base = fake.commit(REPO, None, &[(NS_FILE, NAMESPACE)]);
+    let head = fake.commit(
+        REPO,
+        Some(&base),
+        &[(NS_FILE, NAMESPACE), (PAYMENTS, &bad_service_entries(3))],
+    );
+    fake.open_pull(REPO, PR, &base, &head);
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, _) = app_worker(&fake, &store, &clock);
+    store
+        .enqueue(&check_job(PR, &base, &head), 3, 0)
+        .await
+        .unwrap();
+    succeeded(&run_one(&w).await.1);
+    let threads: Vec<i64> = fake
+        .repo(REPO)
+        .inline_comments()
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(threads.len(), 3);
+
+    let fixed = fake.commit(
+        REPO,
+        Some(&head),
+        &[
+            (NS_FILE, NAMESPACE),
+            (
+                PAYMENTS,
+                &bad_service_entries(3).replace("resolution: NONE", "resolution: STATIC"),
+            ),
+        ],
+    );
+    fake.push_pull(REPO, PR, &fixed);
+    store
+        .enqueue(&check_job(PR, &base, &fixed), 3, clock.now_ms())
+        .await
+        .unwrap();
+    succeeded(&run_one(&w).await.1);
+    let repo = fake.repo(REPO);
+    for id in &threads {
+        assert!(repo.resolved_threads.contains(id), "thread of comment {id}");
+    }
+}
+
 /// A PR that introduces a finding, then a push that fixes it (see the first test).
 /// Returns the first summary comment.
 async fn finding_then_fix(fake: &FakeGitHub, store: Store) -> String {
@@ -861,6 +913,7 @@ async fn a_run_for_an_older_commit_leaves_the_summary_alone(store: Store) {
 contract!(
     a_finding_fails_the_check_and_a_fix_passes_it_in_the_same_summary,
     on_enterprise_server_the_story_is_the_same,
+    review_threads_are_resolved_past_the_first_page,
     annotations_go_fifty_to_a_request,
     a_report_over_the_limits_is_cut_with_a_note,
     server_errors_and_rate_limits_are_retried_and_posted_once,

@@ -578,35 +578,46 @@ impl Target<'_> {
     }
 
     async fn resolve_thread(&self, comment_id: i64) -> Result<()> {
-        const THREADS: &str = "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { reviewThreads(first: 100) { nodes { id isResolved comments(first: 1) { nodes { databaseId } } } } } } }";
+        const THREADS: &str = "query($owner: String!, $name: String!, $number: Int!, $after: String) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { reviewThreads(first: 100, after: $after) { pageInfo { hasNextPage endCursor } nodes { id isResolved comments(first: 1) { nodes { databaseId } } } } } } }";
         const RESOLVE: &str = "mutation($id: ID!) { resolveReviewThread(input: {threadId: $id}) { thread { id isResolved } } }";
+        // A bound against endless paging: 5,000 threads on one pull request.
+        const MAX_PAGES: usize = 50;
         let (owner, name) = self
             .repo()
             .split_once('/')
             .ok_or_else(|| anyhow!("bad repository name"))?;
-        let v = self
-            .graphql(json!({
-                "query": THREADS,
-                "variables": {"owner": owner, "name": name, "number": self.pr_number},
-            }))
-            .await?;
-        let threads = v["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let thread = threads
-            .iter()
-            .find(|t| t["comments"]["nodes"][0]["databaseId"].as_i64() == Some(comment_id));
-        match thread {
-            Some(t) if t["isResolved"].as_bool() != Some(true) => {
-                let id = t["id"].as_str().unwrap_or_default();
-                self.graphql(json!({"query": RESOLVE, "variables": {"id": id}}))
-                    .await?;
-                Ok(())
+        let mut after: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let v = self
+                .graphql(json!({
+                    "query": THREADS,
+                    "variables": {"owner": owner, "name": name, "number": self.pr_number, "after": after},
+                }))
+                .await?;
+            let page = &v["data"]["repository"]["pullRequest"]["reviewThreads"];
+            let thread = page["nodes"].as_array().and_then(|threads| {
+                threads
+                    .iter()
+                    .find(|t| t["comments"]["nodes"][0]["databaseId"].as_i64() == Some(comment_id))
+            });
+            match thread {
+                Some(t) if t["isResolved"].as_bool() != Some(true) => {
+                    let id = t["id"].as_str().unwrap_or_default();
+                    self.graphql(json!({"query": RESOLVE, "variables": {"id": id}}))
+                        .await?;
+                    return Ok(());
+                }
+                Some(_) => return Ok(()),
+                None => {}
             }
-            Some(_) => Ok(()),
-            None => Err(anyhow!("no review thread starts with comment {comment_id}")),
+            match page["pageInfo"]["endCursor"].as_str() {
+                Some(cursor) if page["pageInfo"]["hasNextPage"].as_bool() == Some(true) => {
+                    after = Some(cursor.to_string());
+                }
+                _ => break,
+            }
         }
+        Err(anyhow!("no review thread starts with comment {comment_id}"))
     }
 
     async fn graphql(&self, query: Value) -> Result<Value> {

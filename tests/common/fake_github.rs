@@ -189,6 +189,8 @@ pub struct Model {
     /// Serve as GitHub Enterprise Server does: REST under `/api/v3`, GraphQL at
     /// `/api/graphql` (and not under `/api/v3`).
     pub enterprise: bool,
+    /// Review threads per GraphQL page (GitHub allows up to 100).
+    pub graphql_page_size: usize,
     next_token: u64,
     next_id: i64,
 }
@@ -204,6 +206,7 @@ impl Default for Model {
             faults: VecDeque::new(),
             delays: Vec::new(),
             enterprise: false,
+            graphql_page_size: 100,
             next_token: 0,
             next_id: 1000,
         }
@@ -1127,7 +1130,7 @@ fn graphql(m: &mut Model, req: &Request, who: Reader) -> Answer {
                 serde_json::json!({"errors": [{"message": "Could not resolve to a Repository"}]}),
             );
         };
-        let nodes: Vec<serde_json::Value> = r
+        let all: Vec<serde_json::Value> = r
             .review_comments
             .values()
             .filter(|c| c.number == number && c.in_reply_to.is_none())
@@ -1139,9 +1142,28 @@ fn graphql(m: &mut Model, req: &Request, who: Reader) -> Answer {
                 })
             })
             .collect();
+        // Cursors are "C_<index of the page's last thread>".
+        let start = vars["after"]
+            .as_str()
+            .and_then(|c| c.strip_prefix("C_"))
+            .and_then(|i| i.parse::<usize>().ok())
+            .map_or(0, |i| i + 1);
+        let page: Vec<serde_json::Value> = all
+            .iter()
+            .skip(start)
+            .take(m.graphql_page_size)
+            .cloned()
+            .collect();
+        let end = start + page.len();
         return json(
             200,
-            serde_json::json!({"data": {"repository": {"pullRequest": {"reviewThreads": {"nodes": nodes}}}}}),
+            serde_json::json!({"data": {"repository": {"pullRequest": {"reviewThreads": {
+                "pageInfo": {
+                    "hasNextPage": end < all.len(),
+                    "endCursor": if page.is_empty() { serde_json::Value::Null } else { format!("C_{}", end - 1).into() },
+                },
+                "nodes": page,
+            }}}}}),
         );
     }
     json(
