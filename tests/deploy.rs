@@ -173,3 +173,119 @@ async fn binary_starts_as_the_deployment_does_and_is_ready() {
         .ok();
     ready.expect("ready");
 }
+
+fn seconds(duration: &str) -> u64 {
+    let d = duration.trim();
+    if let Some(m) = d.strip_suffix('m') {
+        return m.parse::<u64>().expect("minutes") * 60;
+    }
+    d.trim_end_matches('s').parse().expect("seconds")
+}
+
+/// A rollout drops no webhook and loses no job: the pod leaves the endpoints during
+/// the preStop sleep, meshward then gets its shutdown grace, the sidecar keeps
+/// serving until meshward is done, and the kubelet waits for all of it.
+#[test]
+fn shutdown_fits_in_the_grace_period() {
+    let deployment = docs("deploy/kubernetes/deployment.yaml").remove(0);
+    let config = docs("deploy/kubernetes/configmap.yaml").remove(0);
+    let pod = &deployment["spec"]["template"];
+    let container = &pod["spec"]["containers"][0];
+    let sleep = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .expect("lifecycle.preStop.sleep.seconds (no shell in the image for an exec sleep)");
+    let grace_period = pod["spec"]["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("terminationGracePeriodSeconds");
+    let shutdown_grace: u64 = config["data"]["MESHWARD_SHUTDOWN_GRACE_SECS"]
+        .as_str()
+        .expect("MESHWARD_SHUTDOWN_GRACE_SECS in the ConfigMap")
+        .parse()
+        .expect("a number");
+    let proxy: Json = yaml_serde::from_str(
+        pod["metadata"]["annotations"]["proxy.istio.io/config"]
+            .as_str()
+            .expect("proxy.istio.io/config annotation"),
+    )
+    .expect("proxy config YAML");
+    let drain = seconds(
+        proxy["terminationDrainDuration"]
+            .as_str()
+            .expect("terminationDrainDuration"),
+    );
+    assert_eq!(
+        proxy["holdApplicationUntilProxyStarts"], true,
+        "serve connects to PostgreSQL at start: it must wait for its proxy"
+    );
+    // A few seconds to give unfinished jobs back and close the pool.
+    let release = 5;
+    assert!(
+        sleep >= 5,
+        "preStop sleep {sleep}s: too short for endpoints to update"
+    );
+    assert!(
+        sleep + shutdown_grace + release <= drain,
+        "sidecar drains {drain}s, meshward needs {sleep}+{shutdown_grace}+{release}s"
+    );
+    assert!(
+        drain <= grace_period,
+        "terminationGracePeriodSeconds {grace_period} < sidecar drain {drain}s"
+    );
+}
+
+/// The namespace gets sidecars, so the NetworkPolicy lets them reach istiod; every
+/// egress rule names its destination; ingress is the container's port only.
+#[test]
+fn network_policy_fits_the_sidecar_and_names_destinations() {
+    let namespace = docs("deploy/kubernetes/namespace.yaml").remove(0);
+    assert_eq!(
+        namespace["metadata"]["labels"]["istio-injection"], "enabled",
+        "this test assumes sidecar injection"
+    );
+    let policy = docs("deploy/kubernetes/networkpolicy.yaml").remove(0);
+    let egress = policy["spec"]["egress"].as_array().expect("egress");
+    for rule in egress {
+        assert!(
+            rule["to"].as_array().is_some_and(|to| !to.is_empty()),
+            "egress rule without a destination: {rule}"
+        );
+    }
+    let to_istiod = egress.iter().any(|rule| {
+        let port = rule["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["port"] == 15012 && p["protocol"] == "TCP");
+        let peer = rule["to"].as_array().into_iter().flatten().any(|peer| {
+            peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                == "istio-system"
+                && peer["podSelector"]["matchLabels"]["app"] == "istiod"
+        });
+        port && peer
+    });
+    assert!(
+        to_istiod,
+        "no egress to istiod (istio-system, app: istiod) on 15012"
+    );
+
+    let deployment = docs("deploy/kubernetes/deployment.yaml").remove(0);
+    let port = &deployment["spec"]["template"]["spec"]["containers"][0]["ports"][0];
+    let ingress_ports: Vec<&Json> = policy["spec"]["ingress"]
+        .as_array()
+        .expect("ingress")
+        .iter()
+        .flat_map(|r| r["ports"].as_array().into_iter().flatten())
+        .map(|p| &p["port"])
+        .collect();
+    assert_eq!(ingress_ports, [&port["containerPort"]]);
+}
+
+/// The README's advice is in the ConfigMap, with a placeholder to replace.
+#[test]
+fn configmap_names_the_app_slug() {
+    let config = docs("deploy/kubernetes/configmap.yaml").remove(0);
+    let slug = config["data"]["MESHWARD_GITHUB_APP_SLUG"]
+        .as_str()
+        .expect("MESHWARD_GITHUB_APP_SLUG in the ConfigMap");
+    assert!(!slug.is_empty());
+}
