@@ -910,6 +910,404 @@ async fn a_run_for_an_older_commit_leaves_the_summary_alone(store: Store) {
     assert!(repo.reviews.is_empty());
 }
 
+/// "Re-run" in GitHub's UI on the check of a pull request from a fork: GitHub lists
+/// no pull request on the check run or suite. The first re-run finds the pull
+/// request among the open ones (GitHub's commit-to-pulls lookup does not list a
+/// fork's); the next finds it in the jobs already stored, without asking GitHub.
+async fn a_rerun_of_a_fork_pull_request_is_checked_and_published(store: Store) {
+    let fake = FakeGitHub::start().await;
+    fake.add_repo(REPO, REPO_ID, INSTALLATION);
+    let base = fake.commit(REPO, None, &[(NS_FILE, NAMESPACE)]);
+    let head = fake.commit(
+        REPO,
+        Some(&base),
+        &[(NS_FILE, NAMESPACE), (PAYMENTS, BAD_SERVICE_ENTRY)],
+    );
+    fake.open_pull(REPO, 3, &base, &base);
+    fake.open_pull_from(REPO, "mallory/gitops", 9, &base, &head);
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, metrics) = app_worker(&fake, &store, &clock);
+    let app = router(app_state(store.clone(), metrics.clone(), clock.clone()));
+
+    let mut run = payload("check_run.rerequested");
+    run["check_run"]["head_sha"] = head.clone().into();
+    run["check_run"]["pull_requests"] = serde_json::json!([]);
+    run["check_run"]["check_suite"]["head_branch"] = "patch-1".into();
+    let bytes = serde_json::to_vec(&run).unwrap();
+    let (status, text) = send(
+        &app,
+        webhook_request("check_run", "fork-rerun-1", &bytes, Some(SECRET)),
+    )
+    .await;
+    assert_eq!(status, 202, "{text}");
+    let (job, processed) = run_one(&w).await;
+    succeeded(&processed);
+    let job = store.job(job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.pr_number, job.base_sha.as_deref()),
+        (Some(9), Some(base.as_str()))
+    );
+    let list = format!("/repos/{REPO}/pulls");
+    let listed = |fake: &FakeGitHub| fake.calls().iter().filter(|c| c.path == list).count();
+    assert_eq!(listed(&fake), 1);
+
+    let repo = fake.repo(REPO);
+    let checks: Vec<CheckRun> = repo.check_runs.values().cloned().collect();
+    assert_eq!(checks.len(), 1);
+    assert_eq!(
+        (checks[0].head_sha.as_str(), checks[0].conclusion.as_deref()),
+        (head.as_str(), Some("failure"))
+    );
+    assert_eq!(checks[0].annotations.len(), 1);
+    assert_eq!(repo.issue_comments.len(), 1);
+    let comment = repo.issue_comments.values().next().unwrap();
+    assert_eq!(comment.number, 9);
+    assert!(comment.body.contains("❌ **meshward: 1 blocking finding**"));
+    assert_eq!(repo.inline_comments().len(), 1);
+    assert_eq!(repo.inline_comments()[0].number, 9);
+    assert_eq!(store.publications(REPO_ID, 9).await.unwrap().len(), 1);
+    assert!(fake.calls().iter().all(|c| !c.path.contains("mallory")));
+
+    // Again, from the check suite: found in the stored jobs.
+    let mut suite = payload("check_suite.rerequested");
+    suite["check_suite"]["head_sha"] = head.clone().into();
+    suite["check_suite"]["head_branch"] = "patch-1".into();
+    suite["check_suite"]["pull_requests"] = serde_json::json!([]);
+    let bytes = serde_json::to_vec(&suite).unwrap();
+    let (status, text) = send(
+        &app,
+        webhook_request("check_suite", "fork-rerun-2", &bytes, Some(SECRET)),
+    )
+    .await;
+    assert_eq!(status, 202, "{text}");
+    succeeded(&run_one(&w).await.1);
+    assert_eq!(listed(&fake), 1, "the stored job named the pull request");
+    let repo = fake.repo(REPO);
+    assert_eq!(repo.check_runs.len(), 2);
+    assert!(repo
+        .check_runs
+        .values()
+        .all(|c| c.head_sha == head && c.conclusion.as_deref() == Some("failure")));
+    assert_eq!(repo.issue_comments.len(), 1);
+    assert_eq!(repo.issue_comments.values().next().unwrap().edits, 1);
+    assert_eq!(repo.inline_comments().len(), 1);
+    assert_eq!(store.publications(REPO_ID, 9).await.unwrap().len(), 2);
+}
+
+/// A re-run of a commit no open pull request has at its head: the job says so and
+/// posts nothing.
+async fn a_rerun_of_a_commit_without_a_pull_request_posts_nothing(store: Store) {
+    let fake = FakeGitHub::start().await;
+    gitops_repo(&fake);
+    let stray = fake.commit(REPO, None, &[(NS_FILE, NAMESPACE), ("x.txt", "x\n")]);
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, metrics) = app_worker(&fake, &store, &clock);
+    let app = router(app_state(store.clone(), metrics, clock.clone()));
+    let mut run = payload("check_run.rerequested");
+    run["check_run"]["head_sha"] = stray.clone().into();
+    run["check_run"]["pull_requests"] = serde_json::json!([]);
+    run["check_run"]["check_suite"]["head_branch"] = "patch-1".into();
+    let bytes = serde_json::to_vec(&run).unwrap();
+    let (status, _) = send(
+        &app,
+        webhook_request("check_run", "stray-1", &bytes, Some(SECRET)),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let (_, processed) = run_one(&w).await;
+    let Processed::Failed { error } = processed else {
+        panic!("{processed:?}");
+    };
+    assert!(error.contains("no open pull request"), "{error}");
+    let repo = fake.repo(REPO);
+    assert!(repo.check_runs.is_empty() && repo.issue_comments.is_empty());
+    assert!(fake.calls_to("/tarball/").is_empty());
+}
+
+/// A finding fixed by one push and brought back by the next gets a new inline
+/// comment (its old thread stays answered and resolved), and the new comment is
+/// answered in turn when the finding goes again.
+async fn a_finding_that_comes_back_gets_a_new_inline_comment(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, _) = app_worker(&fake, &store, &clock);
+    let fixed_entry = BAD_SERVICE_ENTRY.replace("resolution: NONE", "resolution: STATIC");
+    let mut sha = head.clone();
+    let mut push = |bad: bool| {
+        let entry = if bad { BAD_SERVICE_ENTRY } else { &fixed_entry };
+        sha = fake.commit(REPO, Some(&sha), &[(NS_FILE, NAMESPACE), (PAYMENTS, entry)]);
+        fake.push_pull(REPO, PR, &sha);
+        sha.clone()
+    };
+    let fixed = push(false);
+    let back = push(true);
+    let fixed_again = push(false);
+    let run = |sha: String| {
+        let store = store.clone();
+        let w = w.clone();
+        let base = base.clone();
+        let fake = &fake;
+        async move {
+            fake.push_pull(REPO, PR, &sha);
+            store
+                .enqueue(&check_job(PR, &base, &sha), 3, 0)
+                .await
+                .unwrap();
+            succeeded(&run_one(&w).await.1);
+        }
+    };
+
+    run(head.clone()).await;
+    let first = fake.repo(REPO).inline_comments()[0].id;
+    run(fixed).await;
+    assert!(fake.repo(REPO).resolved_threads.contains(&first));
+
+    run(back.clone()).await;
+    let repo = fake.repo(REPO);
+    let inline = repo.inline_comments();
+    assert_eq!(
+        inline.len(),
+        2,
+        "a new comment for the finding that came back"
+    );
+    let second = inline.iter().find(|c| c.id != first).unwrap();
+    assert_eq!(second.commit_id, back);
+    assert!(second.body.contains("`serviceentry/none-with-endpoints`"));
+    assert!(!repo.resolved_threads.contains(&second.id));
+    assert_eq!(repo.reviews.len(), 2);
+    assert_eq!(
+        repo.replies_to(first).len(),
+        1,
+        "the old thread is left as it was"
+    );
+    let recorded = store.review_comments(REPO_ID, PR).await.unwrap();
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(
+        (recorded[0].comment_id, recorded[0].resolved_at_ms),
+        (second.id, None)
+    );
+    let second = second.id;
+
+    run(fixed_again).await;
+    let repo = fake.repo(REPO);
+    assert!(repo.resolved_threads.contains(&second));
+    assert_eq!(repo.replies_to(second).len(), 1);
+    assert_eq!(repo.replies_to(first).len(), 1);
+    assert_eq!(repo.inline_comments().len(), 2);
+}
+
+/// A server error whose `Retry-After` is longer than the client waits: not retried
+/// in place; the job is tried again no earlier than GitHub asked, and posts once.
+async fn a_server_error_retry_after_is_honoured(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    fake.inject(Fault {
+        path_contains: "/issues/7/comments".into(),
+        method: Some("POST".into()),
+        status: 503,
+        retry_after: Some(600),
+        message: "Service Unavailable".into(),
+        times: 1,
+        ..Fault::default()
+    });
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, _) = app_worker(&fake, &store, &clock);
+    let id = store
+        .enqueue(&check_job(PR, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let (_, processed) = run_one(&w).await;
+    assert!(
+        matches!(processed, Processed::Retrying { .. }),
+        "{processed:?}"
+    );
+    assert_eq!(
+        fake.calls().iter().filter(|c| c.status == 503).count(),
+        1,
+        "not retried in place before the time GitHub asked for"
+    );
+    let job = store.job(id).await.unwrap().unwrap();
+    assert_eq!(job.run_after_ms, clock.now_ms() + 600_000);
+    clock.advance(Duration::from_secs(599));
+    assert!(w.run_until_idle().await.unwrap().is_empty());
+    clock.advance(Duration::from_secs(1));
+    succeeded(&run_one(&w).await.1);
+    assert_eq!(fake.repo(REPO).issue_comments.len(), 1);
+}
+
+/// GitHub refuses the review as invalid (422: the line left the diff in a race):
+/// the job still succeeds, the check run and the summary stand, the summary says
+/// why nothing is inline, and the reason is recorded.
+async fn a_refused_review_leaves_the_findings_in_the_summary(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    fake.inject(Fault {
+        path_contains: "/pulls/7/reviews".into(),
+        method: Some("POST".into()),
+        status: 422,
+        message: "Pull request review thread line must be part of the diff".into(),
+        times: 1,
+        ..Fault::default()
+    });
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, _) = app_worker(&fake, &store, &clock);
+    let id = store
+        .enqueue(&check_job(PR, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let (job, processed) = run_one(&w).await;
+    succeeded(&processed);
+    assert_eq!(job.attempts, 1);
+    let repo = fake.repo(REPO);
+    let check = repo.check_runs.values().next().unwrap();
+    assert_eq!(check.conclusion.as_deref(), Some("failure"));
+    assert_eq!(check.annotations.len(), 1);
+    assert!(repo.reviews.is_empty() && repo.inline_comments().is_empty());
+    assert_eq!(repo.issue_comments.len(), 1);
+    let body = &repo.issue_comments.values().next().unwrap().body;
+    let link = format!(
+        "/{REPO}/blob/{head}/{PAYMENTS}#L{}",
+        line_of(BAD_SERVICE_ENTRY, "resolution: NONE")
+    );
+    assert!(body.contains(&link), "{body}");
+    assert!(
+        body.contains("Inline comments were not posted")
+            && body.contains("must be part of the diff"),
+        "{body}"
+    );
+    assert!(body.starts_with("<!-- meshward:summary -->"));
+    let publication = store.publication(id).await.unwrap().unwrap();
+    assert_eq!(publication.state, "published");
+    let note = publication.error.unwrap_or_default();
+    assert!(note.contains("422") && note.contains("summary"), "{note}");
+    assert!(store.review_comments(REPO_ID, PR).await.unwrap().is_empty());
+}
+
+/// The tarball answers 404 after the check run started: the job fails for good, and
+/// one last call completes the check run as failed with the reason; nothing more.
+async fn a_job_failing_after_its_check_run_started_completes_it_once(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    fake.inject(Fault {
+        path_contains: "/tarball/".into(),
+        status: 404,
+        message: "Not Found".into(),
+        times: 1_000,
+        ..Fault::default()
+    });
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, _) = app_worker(&fake, &store, &clock);
+    let id = store
+        .enqueue(&check_job(PR, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let (_, processed) = run_one(&w).await;
+    let Processed::Failed { error } = processed else {
+        panic!("{processed:?}");
+    };
+    assert!(
+        error.contains("404") && error.contains("will not retry"),
+        "{error}"
+    );
+    let repo = fake.repo(REPO);
+    let check = repo.check_runs.values().next().unwrap();
+    assert_eq!(
+        (check.status.as_str(), check.conclusion.as_deref()),
+        ("completed", Some("failure"))
+    );
+    assert_eq!(
+        check.title.as_deref(),
+        Some("meshward could not check this change")
+    );
+    let summary = check.summary.as_deref().unwrap();
+    assert!(
+        summary.contains("404") && summary.contains("re-run the check once that is fixed"),
+        "{summary}"
+    );
+    let calls = fake.calls();
+    let patches: Vec<_> = calls
+        .iter()
+        .filter(|c| c.method == "PATCH" && c.path.contains("/check-runs/"))
+        .collect();
+    assert_eq!(patches.len(), 1);
+    // (A download dropped when the other failed may be logged late.)
+    let last = calls
+        .iter()
+        .rfind(|c| !c.path.contains("/tarball/"))
+        .unwrap();
+    assert_eq!(
+        (last.method.as_str(), last.status),
+        ("PATCH", 200),
+        "{calls:?}"
+    );
+    let publication = store.publication(id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            publication.state.as_str(),
+            publication.check_state.as_deref()
+        ),
+        ("failed", Some("completed"))
+    );
+    assert_eq!(publication.error.as_deref(), Some(error.as_str()));
+    clock.advance(Duration::from_secs(24 * 3600));
+    assert!(w.run_until_idle().await.unwrap().is_empty());
+    assert_eq!(fake.calls().len(), calls.len());
+}
+
+/// The same, but GitHub refuses the last call too: it is made once, and that is all.
+async fn the_last_call_of_a_refused_job_is_made_once(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    for (path, method, status) in [("/tarball/", "GET", 404), ("/check-runs/", "PATCH", 403)] {
+        fake.inject(Fault {
+            path_contains: path.into(),
+            method: Some(method.into()),
+            status,
+            message: "Resource not accessible by integration".into(),
+            times: 1_000,
+            ..Fault::default()
+        });
+    }
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, _) = app_worker(&fake, &store, &clock);
+    let id = store
+        .enqueue(&check_job(PR, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let (_, processed) = run_one(&w).await;
+    assert!(
+        matches!(processed, Processed::Failed { .. }),
+        "{processed:?}"
+    );
+    let calls = fake.calls();
+    let patches: Vec<_> = calls.iter().filter(|c| c.method == "PATCH").collect();
+    assert_eq!(patches.len(), 1);
+    assert_eq!(patches[0].status, 403);
+    assert_eq!(
+        calls.iter().rfind(|c| !c.path.contains("/tarball/")),
+        Some(patches[0])
+    );
+    assert_eq!(
+        store.publication(id).await.unwrap().unwrap().state,
+        "failed"
+    );
+    clock.advance(Duration::from_secs(24 * 3600));
+    assert!(w.run_until_idle().await.unwrap().is_empty());
+    assert_eq!(fake.calls().len(), calls.len());
+}
+
 contract!(
     a_finding_fails_the_check_and_a_fix_passes_it_in_the_same_summary,
     on_enterprise_server_the_story_is_the_same,
@@ -927,4 +1325,11 @@ contract!(
     a_change_with_nothing_to_check_is_neutral_and_quiet,
     a_job_that_cannot_check_ends_its_check_run_with_the_reason,
     a_run_for_an_older_commit_leaves_the_summary_alone,
+    a_rerun_of_a_fork_pull_request_is_checked_and_published,
+    a_rerun_of_a_commit_without_a_pull_request_posts_nothing,
+    a_finding_that_comes_back_gets_a_new_inline_comment,
+    a_server_error_retry_after_is_honoured,
+    a_refused_review_leaves_the_findings_in_the_summary,
+    a_job_failing_after_its_check_run_started_completes_it_once,
+    the_last_call_of_a_refused_job_is_made_once,
 );

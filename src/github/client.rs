@@ -80,8 +80,9 @@ pub struct GitHubError {
     pub method: Method,
     pub path: String,
     pub message: String,
-    /// A rate limit whose wait was longer than the client waits: how long GitHub
-    /// asked to wait (the job's retry waits at least this long).
+    /// A rate limit, or a server error with `Retry-After`, whose wait was longer
+    /// than the client waits: how long GitHub asked to wait (the job's retry waits
+    /// at least this long).
     pub retry_after: Option<Duration>,
 }
 
@@ -295,7 +296,21 @@ impl GitHub {
         body: Option<&serde_json::Value>,
         max_bytes: usize,
     ) -> Result<Bytes> {
-        let retry = &self.inner.retry;
+        let retry = self.inner.retry.clone();
+        self.request_with(crab, method, path, body, max_bytes, &retry)
+            .await
+    }
+
+    /// [`GitHub::request`] with its own retry policy (`max_retries: 0`: one call).
+    async fn request_with(
+        &self,
+        crab: &Octocrab,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        max_bytes: usize,
+        retry: &RetryPolicy,
+    ) -> Result<Bytes> {
         let mut attempt = 0u32;
         loop {
             let request = crab
@@ -356,11 +371,12 @@ impl GitHub {
                 return Ok(bytes);
             }
             let message = error_message(&bytes);
-            let limit_wait = rate_limit_wait(status, &headers, &message);
+            // A server error is retried after the backoff or GitHub's `Retry-After`,
+            // whichever is longer; a rate limit after the wait it asks for.
             let wait = if status.is_server_error() {
-                Some(backoff(retry, attempt))
+                Some(server_error_wait(retry, attempt, &headers))
             } else {
-                limit_wait
+                rate_limit_wait(status, &headers, &message)
             };
             if let Some(wait) = wait {
                 if attempt < retry.max_retries && wait <= retry.max_delay {
@@ -370,12 +386,20 @@ impl GitHub {
                     continue;
                 }
             }
+            // The job's retry waits at least what GitHub asked for when the client
+            // could not wait it out (a server error retried in place asked nothing
+            // more of the job).
+            let retry_after = if status.is_server_error() {
+                wait.filter(|w| *w > retry.max_delay)
+            } else {
+                wait
+            };
             return Err(GitHubError {
                 status,
                 method,
                 path: path.to_string(),
                 message,
-                retry_after: limit_wait,
+                retry_after,
             }
             .into());
         }
@@ -437,11 +461,53 @@ fn backoff(retry: &RetryPolicy, attempt: u32) -> Duration {
         .min(retry.max_delay)
 }
 
+/// GitHub's `message`, with the details of a validation error (`errors`: objects
+/// with a `message`, or strings) after it.
 fn error_message(body: &[u8]) -> String {
-    serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned())
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+    };
+    let Some(message) = v["message"].as_str() else {
+        return String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+    };
+    let details: Vec<&str> = v["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.as_str().or_else(|| e["message"].as_str()))
+        .take(5)
+        .collect();
+    if details.is_empty() {
+        message.to_string()
+    } else {
+        format!("{message}: {}", details.join("; "))
+    }
+}
+
+/// The longest wait meshward takes from GitHub's `Retry-After`: a longer (or absurd)
+/// value is cut to this, so a job is never parked for days.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// `Retry-After` as seconds or as an HTTP date, at most [`MAX_RETRY_AFTER`].
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get("retry-after")?.to_str().ok()?.trim();
+    let wait = match value.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => {
+            let at = DateTime::parse_from_rfc2822(value).ok()?;
+            (at.with_timezone(&Utc) - Utc::now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+        }
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
+}
+
+/// The wait before retrying a server error: the backoff, or GitHub's `Retry-After`
+/// when that is longer.
+fn server_error_wait(retry: &RetryPolicy, attempt: u32, headers: &HeaderMap) -> Duration {
+    let backoff = backoff(retry, attempt);
+    retry_after(headers).map_or(backoff, |asked| asked.max(backoff))
 }
 
 /// How long a rate-limited answer asks us to wait: `Retry-After`, else the primary
@@ -451,8 +517,8 @@ fn rate_limit_wait(status: StatusCode, headers: &HeaderMap, message: &str) -> Op
         return None;
     }
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(secs) = header("retry-after").and_then(|v| v.trim().parse::<u64>().ok()) {
-        return Some(Duration::from_secs(secs));
+    if let Some(wait) = retry_after(headers) {
+        return Some(wait);
     }
     if header("x-ratelimit-remaining") == Some("0") {
         if let Some(reset) = header("x-ratelimit-reset").and_then(|v| v.parse::<i64>().ok()) {
@@ -515,6 +581,35 @@ impl RepoClient {
         let bytes = self
             .gh
             .request(&self.crab, method.clone(), path, Some(body), MAX_JSON_BYTES)
+            .await?;
+        if bytes.is_empty() {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_json::from_slice(&bytes).with_context(|| format!("{method} {path}: not JSON"))
+    }
+
+    /// [`RepoClient::send_json`] without retries: exactly one call, for a last word
+    /// after GitHub refused us (asking again would be a retry storm).
+    pub async fn send_json_once(
+        &self,
+        method: Method,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value> {
+        let once = RetryPolicy {
+            max_retries: 0,
+            ..self.gh.inner.retry.clone()
+        };
+        let bytes = self
+            .gh
+            .request_with(
+                &self.crab,
+                method.clone(),
+                path,
+                Some(body),
+                MAX_JSON_BYTES,
+                &once,
+            )
             .await?;
         if bytes.is_empty() {
             return Ok(serde_json::Value::Null);
@@ -633,6 +728,76 @@ mod tests {
             "https://ghe.example.com"
         );
         assert_eq!(web_url(Some("http://127.0.0.1:9")), "http://127.0.0.1:9");
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn server_errors_wait_for_retry_after_when_it_is_longer_than_the_backoff() {
+        let retry = RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_secs(2),
+        };
+        // No Retry-After: the backoff.
+        assert_eq!(
+            server_error_wait(&retry, 1, &headers(&[])),
+            Duration::from_millis(10)
+        );
+        // Seconds.
+        assert_eq!(
+            server_error_wait(&retry, 0, &headers(&[("retry-after", "1")])),
+            Duration::from_secs(1)
+        );
+        // Shorter than the backoff: the backoff.
+        let slow = RetryPolicy {
+            base_delay: Duration::from_secs(4),
+            max_delay: Duration::from_secs(10),
+            ..retry.clone()
+        };
+        assert_eq!(
+            server_error_wait(&slow, 0, &headers(&[("retry-after", "1")])),
+            Duration::from_secs(4)
+        );
+        // An HTTP date, about 30 s from now.
+        let at = (Utc::now() + chrono::Duration::seconds(30)).to_rfc2822();
+        let wait = server_error_wait(&retry, 0, &headers(&[("retry-after", &at)]));
+        assert!(
+            wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
+        // A date in the past: no wait beyond the backoff.
+        let past = (Utc::now() - chrono::Duration::seconds(30)).to_rfc2822();
+        assert_eq!(
+            server_error_wait(&retry, 0, &headers(&[("retry-after", &past)])),
+            Duration::from_millis(5)
+        );
+        // Bounded: a week is cut to an hour; garbage is ignored.
+        assert_eq!(
+            server_error_wait(&retry, 0, &headers(&[("retry-after", "604800")])),
+            MAX_RETRY_AFTER
+        );
+        assert_eq!(
+            server_error_wait(&retry, 0, &headers(&[("retry-after", "soon")])),
+            Duration::from_millis(5)
+        );
+    }
+
+    #[test]
+    fn validation_errors_keep_their_details() {
+        let body = br#"{"message": "Validation Failed", "errors": [{"message": "Pull request review thread line must be part of the diff"}, "and this"]}"#;
+        assert_eq!(
+            error_message(body),
+            "Validation Failed: Pull request review thread line must be part of the diff; and this"
+        );
+        assert_eq!(error_message(br#"{"message": "Not Found"}"#), "Not Found");
+        assert_eq!(error_message(b"<html>"), "<html>");
     }
 
     #[test]

@@ -308,21 +308,28 @@ pub fn interpret(
                         (&head_branch, &repository.default_branch),
                         (Some(h), Some(d)) if h == d
                     );
-                    if on_default {
-                        vec![NewJob {
-                            kind: JobKind::Baseline,
-                            repo_id: repository.id,
-                            repo: repository.full_name.clone(),
-                            installation_id,
-                            pr_number: None,
-                            head_sha: head_sha.clone(),
-                            base_sha: None,
-                            base_ref: head_branch.clone(),
-                            delivery_id: None,
-                        }]
-                    } else {
-                        Vec::new()
-                    }
+                    // Off the default branch, an empty list is what GitHub sends for
+                    // a pull request from a fork: a check job without a PR number,
+                    // whose worker finds the pull request of the head commit.
+                    vec![NewJob {
+                        kind: if on_default {
+                            JobKind::Baseline
+                        } else {
+                            JobKind::Check
+                        },
+                        repo_id: repository.id,
+                        repo: repository.full_name.clone(),
+                        installation_id,
+                        pr_number: None,
+                        head_sha: head_sha.clone(),
+                        base_sha: None,
+                        base_ref: if on_default {
+                            head_branch.clone()
+                        } else {
+                            None
+                        },
+                        delivery_id: None,
+                    }]
                 } else {
                     prs.iter()
                         .map(|pr| NewJob {
@@ -338,13 +345,7 @@ pub fn interpret(
                         })
                         .collect()
                 };
-                if jobs.is_empty() {
-                    Decision::Ignore(format!(
-                        "{event} re-requested for a commit with no pull request, off the default branch"
-                    ))
-                } else {
-                    enqueue(repo, jobs)
-                }
+                enqueue(repo, jobs)
             };
             Ok(out)
         }
@@ -477,5 +478,64 @@ fn lite_record(r: &RepoLite, installation: i64, installed: bool) -> RepoRecord {
         installation_id: Some(installation),
         default_branch: None,
         installed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rerequested(event: &str, head_branch: &str, prs: serde_json::Value) -> Vec<u8> {
+        let suite = serde_json::json!({
+            "head_sha": "abc123", "head_branch": head_branch,
+            "pull_requests": prs, "app": {"id": 1},
+        });
+        let body = if event == "check_suite" {
+            serde_json::json!({"action": "rerequested", "check_suite": suite})
+        } else {
+            serde_json::json!({"action": "rerequested", "check_run": {
+                "head_sha": "abc123", "pull_requests": prs, "app": {"id": 1},
+                "check_suite": {"head_branch": head_branch},
+            }})
+        };
+        let mut body = body;
+        body["repository"] =
+            serde_json::json!({"id": 5, "full_name": "acme/gitops", "default_branch": "main"});
+        body["installation"] = serde_json::json!({"id": 9});
+        body["sender"] = serde_json::json!({"login": "octocat", "type": "User"});
+        serde_json::to_vec(&body).unwrap()
+    }
+
+    fn jobs(event: &str, body: &[u8]) -> Vec<NewJob> {
+        let app = AppIdentity {
+            id: Some(1),
+            slug: Some("meshward".into()),
+        };
+        match interpret(event, body, &app).unwrap().decision {
+            Decision::Act { effect, .. } => effect.jobs,
+            Decision::Ignore(why) => panic!("ignored: {why}"),
+        }
+    }
+
+    /// GitHub lists no pull request on the check run or suite of a fork's pull
+    /// request: a re-run of it is a check job whose worker finds the pull request.
+    #[test]
+    fn a_rerun_with_no_pull_request_off_the_default_branch_is_a_check_to_resolve() {
+        for event in ["check_run", "check_suite"] {
+            let j = jobs(event, &rerequested(event, "patch-1", serde_json::json!([])));
+            assert_eq!(j.len(), 1, "{event}");
+            assert_eq!(
+                (j[0].kind, j[0].pr_number, j[0].base_sha.as_deref()),
+                (JobKind::Check, None, None),
+                "{event}"
+            );
+            assert_eq!(
+                (j[0].head_sha.as_str(), j[0].installation_id),
+                ("abc123", Some(9))
+            );
+            // On the default branch: a baseline, as before.
+            let j = jobs(event, &rerequested(event, "main", serde_json::json!([])));
+            assert_eq!((j[0].kind, j[0].pr_number), (JobKind::Baseline, None));
+        }
     }
 }

@@ -64,6 +64,13 @@ pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Resu
     // The base repository's installation, also for a pull request from a fork: its
     // commits are read through the base repository, and nothing of the fork runs.
     let client = github.repo(&job.repo, job.installation_id).await?;
+    let resolved;
+    let job = if job.kind == JobKind::Check && job.pr_number.is_none() {
+        resolved = resolve_pull_request(worker, &client, job).await?;
+        &resolved
+    } else {
+        job
+    };
     let target = target(worker, &client, job);
 
     // An earlier attempt stored the run and then failed to publish it: publish that
@@ -154,14 +161,83 @@ pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Resu
     Ok(Done::Stored { run_id, outcome })
 }
 
-/// A job that failed for good ends its check run with the reason, unless GitHub
-/// refused us (asking again would be the retry storm we avoid) or the run was
-/// stored (its result stands). Best effort: the failure is recorded either way.
+/// Pages of open pull requests read to find a re-run's (100 each).
+const MAX_OPEN_PULL_PAGES: u32 = 10;
+
+/// A check job queued without a pull request: a re-run requested in GitHub's UI
+/// for a pull request from a fork, whose check run and suite list no pull request.
+/// Its pull request is the one a stored check job checked at this head commit,
+/// else the open pull request whose head is this commit (GitHub's
+/// `commits/{sha}/pulls` does not list a fork's pull requests). What is found is
+/// stored on the job, for its retries and its failure report.
+async fn resolve_pull_request(worker: &Worker, client: &RepoClient, job: &Job) -> Result<Job> {
+    let stored = worker
+        .store
+        .pull_request_of_commit(job.repo_id, &job.head_sha)
+        .await?;
+    let found = match stored {
+        Some(found) => Some(found),
+        None => client
+            .get_pages(
+                &format!("/repos/{}/pulls?state=open", job.repo),
+                MAX_OPEN_PULL_PAGES,
+            )
+            .await
+            .context("finding the pull request of the re-run commit")?
+            .iter()
+            .filter(|p| p["head"]["sha"].as_str() == Some(job.head_sha.as_str()))
+            .filter_map(|p| {
+                Some((
+                    p["number"].as_i64()?,
+                    p["base"]["sha"].as_str()?.to_string(),
+                    p["base"]["ref"].as_str().map(str::to_string),
+                ))
+            })
+            .min_by_key(|(number, ..)| *number),
+    };
+    let Some((pr, base_sha, base_ref)) = found else {
+        return Err(Permanent(format!(
+            "a re-run was requested for commit {}, but no open pull request of {} has it at its head: nothing to check",
+            short(&job.head_sha),
+            job.repo
+        ))
+        .into());
+    };
+    tracing::info!(pr, base_sha, "re-run: the pull request of the commit found");
+    worker
+        .store
+        .set_job_pull_request(
+            job.id,
+            pr,
+            &base_sha,
+            base_ref.as_deref(),
+            worker.clock.now_ms(),
+        )
+        .await?;
+    Ok(Job {
+        pr_number: Some(pr),
+        base_sha: Some(base_sha),
+        base_ref,
+        ..job.clone()
+    })
+}
+
+/// A job that failed for good ends its check run with the reason. When GitHub
+/// refused us, or the run was stored (its result stands), that is one last call
+/// to complete a check run the job left in progress, and nothing more if it is
+/// refused too (no retry storm); otherwise the check run is created if need be and
+/// completed. Best effort: the failure is recorded either way.
 pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, refused: bool) {
     let attempt = async {
+        // The job as stored: a fork's re-run has its pull request only there.
+        let job = worker
+            .store
+            .job(job.id)
+            .await?
+            .unwrap_or_else(|| job.clone());
         let github = client_of(worker)?;
         let client = github.repo(&job.repo, job.installation_id).await?;
-        let Some(t) = target(worker, &client, job) else {
+        let Some(t) = target(worker, &client, &job) else {
             return Ok(());
         };
         // A run stored by the job (not the error run just recorded) stands.
@@ -171,10 +247,7 @@ pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, ref
             .await?
             .is_some_and(|p| p.run_id.is_some());
         if refused || stored {
-            return worker
-                .store
-                .finish_publication(job.id, Some(reason), worker.clock.now_ms())
-                .await;
+            return t.end_check_once(reason).await;
         }
         t.fail_check(reason).await
     };

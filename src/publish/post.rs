@@ -145,11 +145,19 @@ impl Target<'_> {
             )
             .await?;
         }
+        let mut left_out = None;
         if self.pull_request_is_at_this_commit().await? {
-            self.summary_comment(plan)
+            let comment = self
+                .summary_comment(plan)
                 .await
                 .context("writing the summary comment")?;
-            self.review(plan).await.context("posting review comments")?;
+            left_out = self.review(plan).await.context("posting review comments")?;
+            if let (Some(note), Some(id)) = (&left_out, comment) {
+                // The findings are in the summary; say there why none is inline.
+                self.edit_comment(id, &with_note(&plan.comment, &note.comment))
+                    .await
+                    .context("noting the refused review in the summary comment")?;
+            }
         } else {
             tracing::info!(
                 "the pull request has moved on to a newer commit: its summary and review comments are left to that commit's run"
@@ -157,7 +165,13 @@ impl Target<'_> {
         }
         self.store
             .finish_publication(self.job.id, None, self.now_ms)
-            .await
+            .await?;
+        if let Some(note) = left_out {
+            self.store
+                .note_publication(self.job.id, &note.recorded, self.now_ms)
+                .await?;
+        }
+        Ok(())
     }
 
     fn output(&self, plan: &Plan, annotations: &[super::check::Annotation]) -> Value {
@@ -233,22 +247,7 @@ impl Target<'_> {
                 Some(id) => id,
                 None => self.create_check_run().await?,
             };
-            let mut body = json!({
-                "status": "completed",
-                "conclusion": Conclusion::Failure.as_str(),
-                "completed_at": now_iso(),
-                "output": {
-                    "title": "meshward could not check this change",
-                    "summary": super::fit(
-                        &format!("meshward could not check this change:\n\n```\n{reason}\n```\n"),
-                        super::check::OUTPUT_LIMIT,
-                        "```\n(cut)\n",
-                    ),
-                },
-            });
-            if let Some(url) = self.details_url(None) {
-                body["details_url"] = url.into();
-            }
+            let body = self.failed_check_body(reason);
             self.client
                 .send_json(
                     Method::PATCH,
@@ -267,6 +266,94 @@ impl Target<'_> {
         self.store
             .finish_publication(self.job.id, Some(reason), self.now_ms)
             .await
+    }
+
+    /// The check run completed as `failure`, with the reason in its summary.
+    fn failed_check_body(&self, reason: &str) -> Value {
+        let mut body = json!({
+            "status": "completed",
+            "conclusion": Conclusion::Failure.as_str(),
+            "completed_at": now_iso(),
+            "output": {
+                "title": "meshward could not check this change",
+                "summary": super::fit(
+                    &format!("meshward could not check this change:\n\n```\n{reason}\n```\n"),
+                    super::check::OUTPUT_LIMIT,
+                    "```\n(cut)\n",
+                ),
+            },
+        });
+        if let Some(url) = self.details_url(None) {
+            body["details_url"] = url.into();
+        }
+        body
+    }
+
+    /// The last word of a job that failed for good after GitHub refused a call (or
+    /// after its run was stored): a check run it left `in_progress` (a `pending`
+    /// status with a token) is completed as failed, with the reason, in exactly one
+    /// call; if GitHub refuses that too, nothing more is asked. Nothing is created:
+    /// a job that never got its check run started leaves none behind.
+    pub async fn end_check_once(&self, reason: &str) -> Result<()> {
+        let p = self.publication().await?;
+        let result = if self.checks_api {
+            match p.check_run_id {
+                Some(id) if p.check_state.as_deref() != Some("completed") => {
+                    let sent = self
+                        .client
+                        .send_json_once(
+                            Method::PATCH,
+                            &format!("/repos/{}/check-runs/{id}", self.repo()),
+                            &self.failed_check_body(reason),
+                        )
+                        .await
+                        .context("completing the check run after the job failed");
+                    match sent {
+                        Ok(_) => {
+                            self.store
+                                .set_check_state(self.job.id, "completed", self.now_ms)
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                _ => Ok(()),
+            }
+        } else if p.check_state.as_deref() == Some("pending") {
+            let description = format!("meshward could not check this change: {reason}");
+            let mut body = json!({
+                "state": "error",
+                "context": CHECK_NAME,
+                "description": description.chars().take(140).collect::<String>(),
+            });
+            if let Some(url) = self.details_url(None) {
+                body["target_url"] = url.into();
+            }
+            match self
+                .client
+                .send_json_once(
+                    Method::POST,
+                    &format!("/repos/{}/statuses/{}", self.repo(), self.job.head_sha),
+                    &body,
+                )
+                .await
+                .context("setting the commit status after the job failed")
+            {
+                Ok(_) => {
+                    self.store
+                        .set_check_state(self.job.id, "error", self.now_ms)
+                        .await
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            Ok(())
+        };
+        // The job's reason is recorded whether or not GitHub took the last word.
+        self.store
+            .finish_publication(self.job.id, Some(reason), self.now_ms)
+            .await?;
+        result
     }
 
     async fn pull_request_is_at_this_commit(&self) -> Result<bool> {
@@ -311,7 +398,8 @@ impl Target<'_> {
             .find_map(|c| c["id"].as_i64()))
     }
 
-    async fn summary_comment(&self, plan: &Plan) -> Result<()> {
+    /// Writes the summary comment; returns its id (None: a quiet neutral run).
+    async fn summary_comment(&self, plan: &Plan) -> Result<Option<i64>> {
         let (repo_id, pr, job) = (self.job.repo_id, self.pr_number, self.job.id);
         let head = self.job.head_sha.as_str();
         let mut replacing = false;
@@ -319,7 +407,7 @@ impl Target<'_> {
         if recorded.is_none() && plan.conclusion == Conclusion::Neutral {
             // A change with nothing to check gets no comment to read (one written by
             // an earlier push is kept up to date, though).
-            return Ok(());
+            return Ok(None);
         }
         if let Some(id) = recorded {
             match self.edit_comment(id, &plan.comment).await {
@@ -327,10 +415,10 @@ impl Target<'_> {
                     self.store
                         .set_pr_comment(repo_id, pr, id, job, head, self.now_ms)
                         .await?;
-                    return self
-                        .store
+                    self.store
                         .set_publication_comment(job, id, self.now_ms)
-                        .await;
+                        .await?;
+                    return Ok(Some(id));
                 }
                 // Someone deleted it: write it again.
                 Err(e) if answered(&e, StatusCode::NOT_FOUND) => replacing = true,
@@ -381,10 +469,15 @@ impl Target<'_> {
         }
         self.store
             .set_publication_comment(job, id, self.now_ms)
-            .await
+            .await?;
+        Ok(Some(id))
     }
 
-    async fn review(&self, plan: &Plan) -> Result<()> {
+    /// Answers the comments of resolved findings and posts the new inline comments
+    /// as one review. Some(note): GitHub refused the review as invalid (422: a line
+    /// no longer in the diff, after a push raced this run); its findings are in the
+    /// summary only, and the note says why.
+    async fn review(&self, plan: &Plan) -> Result<Option<LeftOut>> {
         let (repo_id, pr) = (self.job.repo_id, self.pr_number);
         let records = self.store.review_comments(repo_id, pr).await?;
         for r in records
@@ -394,7 +487,7 @@ impl Target<'_> {
             self.answer_resolved(r).await?;
         }
         if !plan.inline_comments {
-            return Ok(());
+            return Ok(None);
         }
         let mut open: BTreeSet<String> = records
             .iter()
@@ -402,15 +495,19 @@ impl Target<'_> {
             .map(|r| r.finding_key.clone())
             .collect();
         if plan.inline.iter().all(|c| open.contains(&c.key)) {
-            return Ok(());
+            return Ok(None);
         }
         let diff = self.diff_lines().await?;
         let mut to_post = inline::to_post(&plan.inline, &diff, &open);
         if to_post.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         // Posted before but not recorded (the process stopped in between): record
-        // those instead of posting them again.
+        // those instead of posting them again. Only a comment this commit's run
+        // posted and no record knows qualifies: the old, answered comment of a
+        // finding that was fixed and has come back is history, and the finding
+        // gets a new comment.
+        let known: BTreeSet<i64> = records.iter().map(|r| r.comment_id).collect();
         let listed = self
             .client
             .get_pages(
@@ -418,7 +515,12 @@ impl Target<'_> {
                 MAX_PAGES,
             )
             .await?;
-        for c in listed.iter().filter(|c| c["in_reply_to_id"].is_null()) {
+        let head = self.job.head_sha.as_str();
+        for c in listed.iter().filter(|c| {
+            c["in_reply_to_id"].is_null()
+                && c["id"].as_i64().is_some_and(|id| !known.contains(&id))
+                && c["original_commit_id"].as_str().or(c["commit_id"].as_str()) == Some(head)
+        }) {
             let (Some(key), Some(id)) = (
                 c["body"].as_str().and_then(inline::key_in),
                 c["id"].as_i64(),
@@ -433,7 +535,7 @@ impl Target<'_> {
         }
         to_post.retain(|c| !open.contains(&c.key));
         if to_post.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let body = format!(
             "meshward: {} on lines this pull request changes. The summary comment has the whole report.",
@@ -446,7 +548,7 @@ impl Target<'_> {
             .iter()
             .map(|c| json!({"path": c.path, "line": c.line, "side": "RIGHT", "body": c.body}))
             .collect();
-        let v = self
+        let posted = self
             .client
             .send_json(
                 Method::POST,
@@ -458,7 +560,23 @@ impl Target<'_> {
                     "comments": comments,
                 }),
             )
-            .await?;
+            .await;
+        let v = match posted {
+            Ok(v) => v,
+            Err(e) if answered(&e, StatusCode::UNPROCESSABLE_ENTITY) => {
+                let why = e
+                    .chain()
+                    .find_map(|c| c.downcast_ref::<GitHubError>())
+                    .map(|g| g.message.clone())
+                    .unwrap_or_default();
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "GitHub refused the review; its findings are in the summary only"
+                );
+                return Ok(Some(LeftOut::refused_review(to_post.len(), &why)));
+            }
+            Err(e) => return Err(e),
+        };
         let review_id = id_of(&v, "the review")?;
         self.store
             .set_publication_review(self.job.id, review_id, self.now_ms)
@@ -485,7 +603,7 @@ impl Target<'_> {
                 self.record(cand, id, Some(review_id)).await?;
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     async fn record(
@@ -623,6 +741,48 @@ impl Target<'_> {
     async fn graphql(&self, query: Value) -> Result<Value> {
         self.client.graphql(&query).await
     }
+}
+
+/// What a publication left out, and why: said in the summary comment and recorded.
+struct LeftOut {
+    /// Appended to the summary comment.
+    comment: String,
+    /// Recorded on the publication.
+    recorded: String,
+}
+
+impl LeftOut {
+    fn refused_review(findings: usize, why: &str) -> LeftOut {
+        let what = match findings {
+            1 => "1 finding".to_string(),
+            n => format!("{n} findings"),
+        };
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            format!(" (\"{}\")", why.chars().take(200).collect::<String>())
+        };
+        LeftOut {
+            comment: format!(
+                "> **Inline comments were not posted.** GitHub refused the review of {what} on the changed lines{why}, most likely because the pull request changed while meshward was checking it. They are listed above; the next run comments them inline if they are still there.\n"
+            ),
+            recorded: format!(
+                "inline comments not posted: GitHub answered 422 to the review of {what}{why}; the findings are in the summary comment only"
+            ),
+        }
+    }
+}
+
+/// The summary comment with `note` at its end, under GitHub's limit.
+fn with_note(comment: &str, note: &str) -> String {
+    let limit = super::summary::COMMENT_LIMIT;
+    let room = limit.saturating_sub(note.chars().count() + 2);
+    let kept = if comment.chars().count() <= room {
+        comment.to_string()
+    } else {
+        super::fit(comment, room, "")
+    };
+    format!("{}\n\n{note}", kept.trim_end_matches('\n'))
 }
 
 /// The reason recorded when GitHub refuses a call for good: what happened, and what

@@ -23,6 +23,8 @@ pub struct Publication {
     pub review_id: Option<i64>,
     /// `started`, `stored`, `published` or `failed`.
     pub state: String,
+    /// Why it `failed`; for a `published` one, what GitHub would not take (the
+    /// inline comments of a refused review, posted to the summary only).
     pub error: Option<String>,
     pub published_at_ms: Option<i64>,
 }
@@ -192,6 +194,65 @@ impl Store {
             super::Backend::Sqlite => sql.to_string(),
         };
         with_pool!(self, p => sqlx::query(&sql).bind(job_id).bind(error).bind(now).execute(p).await.map(|_| ())?);
+        Ok(())
+    }
+
+    /// Notes on a publication what was left out of it (its state is unchanged).
+    pub async fn note_publication(&self, job_id: i64, note: &str, now: i64) -> Result<()> {
+        let sql = "UPDATE publications SET error = $2, updated_at_ms = $3 WHERE job_id = $1";
+        with_pool!(self, p => sqlx::query(sql).bind(job_id).bind(note).bind(now).execute(p).await.map(|_| ())?);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ pull request of a commit
+
+    /// The pull request a check job of this repository checked at `head_sha` (the
+    /// latest such job): its number, base commit and base branch. A re-run of a
+    /// fork's pull request names no pull request; this is where it is found first.
+    pub async fn pull_request_of_commit(
+        &self,
+        repo_id: i64,
+        head_sha: &str,
+    ) -> Result<Option<(i64, String, Option<String>)>> {
+        let sql = "SELECT pr_number, base_sha, base_ref FROM jobs \
+                   WHERE repo_id = $1 AND head_sha = $2 AND kind = 'check' \
+                       AND pr_number IS NOT NULL AND base_sha IS NOT NULL \
+                   ORDER BY id DESC LIMIT 1";
+        with_pool!(self, p => {
+            match sqlx::query(sql).bind(repo_id).bind(head_sha).fetch_optional(p).await? {
+                Some(r) => Ok(Some((
+                    r.try_get("pr_number")?,
+                    r.try_get("base_sha")?,
+                    r.try_get("base_ref")?,
+                ))),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Gives a check job queued without a pull request (a fork's re-run) the pull
+    /// request found for it, so its retries and its failure report know it.
+    pub async fn set_job_pull_request(
+        &self,
+        job_id: i64,
+        pr_number: i64,
+        base_sha: &str,
+        base_ref: Option<&str>,
+        now: i64,
+    ) -> Result<()> {
+        let sql =
+            "UPDATE jobs SET pr_number = $2, base_sha = $3, base_ref = $4, updated_at_ms = $5 \
+                   WHERE id = $1 AND pr_number IS NULL";
+        with_pool!(self, p => {
+            sqlx::query(sql)
+                .bind(job_id)
+                .bind(pr_number)
+                .bind(base_sha)
+                .bind(base_ref)
+                .bind(now)
+                .execute(p)
+                .await?;
+        });
         Ok(())
     }
 

@@ -720,7 +720,8 @@ fn comment_json(c: &IssueComment) -> serde_json::Value {
 fn review_comment_json(c: &ReviewComment) -> serde_json::Value {
     serde_json::json!({
         "id": c.id, "body": c.body, "path": c.path, "line": c.line, "side": "RIGHT",
-        "commit_id": c.commit_id, "pull_request_review_id": c.review_id,
+        "commit_id": c.commit_id, "original_commit_id": c.commit_id,
+        "pull_request_review_id": c.review_id,
         "in_reply_to_id": c.in_reply_to, "user": {"login": c.login},
     })
 }
@@ -885,6 +886,36 @@ fn publishing(
                     "base": {"sha": p.base_sha, "ref": p.base_ref, "repo": {"full_name": r.full_name}},
                 }),
             )
+        }
+        ("GET", ["pulls"]) => {
+            // Every pull request of the fake is open; a fork's is listed like any.
+            let q: BTreeMap<String, String> = req.url.query_pairs().into_owned().collect();
+            if q.get("state").is_some_and(|s| s != "open" && s != "all") {
+                return Some(page(req, Vec::new()));
+            }
+            let list = r
+                .pulls
+                .values()
+                .map(|p| {
+                    serde_json::json!({
+                        "number": p.number, "state": "open",
+                        "head": {"sha": p.head_sha, "ref": "feature", "repo": {"full_name": p.head_repo}},
+                        "base": {"sha": p.base_sha, "ref": p.base_ref, "repo": {"full_name": r.full_name}},
+                    })
+                })
+                .collect();
+            page(req, list)
+        }
+        ("GET", ["commits", sha, "pulls"]) => {
+            // Like GitHub: pull requests whose head branch is in this repository
+            // only, never a fork's.
+            let list = r
+                .pulls
+                .values()
+                .filter(|p| p.head_sha == *sha && p.head_repo == r.full_name)
+                .map(|p| serde_json::json!({"number": p.number, "head": {"sha": p.head_sha}}))
+                .collect();
+            page(req, list)
         }
         ("GET", ["pulls", number, "files"]) => {
             let Some(p) = number.parse().ok().and_then(|n: i64| r.pulls.get(&n)) else {
