@@ -250,8 +250,18 @@ scope_evidence(pa) := e if {
 	is_object(e)
 }
 
-# How a workload scope's evidence subject is named in messages.
-scope_subject_text(pa, e) := sprintf("workloads %s in namespace %s", [enumerate(ws, 5), pa.namespace]) if {
+# A mesh-wide scope is judged on the mesh-wide entry (`scopes.mesh`): a policy in the
+# root namespace reaches every namespace, also those this repository does not hold.
+scope_evidence(pa) := e if {
+	pa.scope == "mesh"
+	e := evidence.scopes.mesh
+	is_object(e)
+}
+
+# How a scope's evidence subject is named in messages.
+scope_subject_text(pa, e) := "the whole mesh" if {
+	pa.scope == "mesh"
+} else := sprintf("workloads %s in namespace %s", [enumerate(ws, 5), pa.namespace]) if {
 	ws := array_of(object.get(e, "workloads", []))
 	count(ws) > 0
 } else := sprintf("the workloads it selects in namespace %s", [pa.namespace])

@@ -109,6 +109,9 @@ findings contains f if {
 without_evidence_text(pa) := sprintf("%s: %s", [lib.scope_subject_text(pa, e), p]) if {
 	e := lib.scope_evidence(pa)
 	p := lib.entry_problem(e)
+} else := mesh_without_evidence_text(pa) if {
+	pa.scope == "mesh"
+	not lib.scope_evidence(pa)
 } else := problems_text(problems) if {
 	not lib.scope_evidence(pa)
 	problems := {ns: p |
@@ -117,6 +120,12 @@ without_evidence_text(pa) := sprintf("%s: %s", [lib.scope_subject_text(pa, e), p
 	}
 	count(problems) > 0
 }
+
+# Namespace entries cannot prove a mesh-wide scope: traffic into namespaces the
+# repository does not hold would go unseen.
+mesh_without_evidence_text(_) := "no evidence was given for the whole mesh" if {
+	lib.evidence == null
+} else := "the evidence has no mesh-wide entry (scopes.mesh), and namespace entries cannot show the traffic into namespaces this repository does not hold, which a mesh-wide policy reaches too"
 
 problems_text(problems) := sprintf("no evidence was given for %s", [plural_namespaces(object.keys(problems))]) if {
 	lib.evidence == null

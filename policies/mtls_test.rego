@@ -229,20 +229,60 @@ test_without_evidence_zero_traffic if {
 	contains(f.message, "no traffic at all in 7d")
 }
 
-test_without_evidence_missing_namespace_and_error if {
+# A mesh-wide STRICT reaches namespaces the repository does not hold: namespace
+# entries cannot prove it, however complete they are for the repository.
+test_without_evidence_mesh_scope_needs_mesh_wide_numbers if {
 	head := model(
-		{"shop": ns("shop", true, "STRICT", 2), "web": ns("web", true, "STRICT", 1), "cart": ns("cart", true, "STRICT", 1), "empty": ns("empty", true, "STRICT", 0)},
+		{"shop": ns("shop", true, "STRICT", 2), "web": ns("web", true, "STRICT", 1)},
 		[pa_mesh("STRICT")],
 		{"mesh": "STRICT"},
 	)
-	ev := object.union(good_evidence(["shop", "web"]), {"namespaces": {"web": {"error": "timeout"}}})
-	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, null, ev)
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, null, good_evidence(["shop", "web"]))
 	count(fs) == 1
 	some f in fs
-	contains(f.message, "cart (no data in the evidence)")
-	contains(f.message, "web (no usable data: timeout)")
-	not contains(f.message, "shop (")
-	not contains(f.message, "empty")
+	contains(f.message, "the whole mesh")
+	contains(f.message, "scopes.mesh")
+}
+
+# The repository that holds only istio-system config is the common case: no
+# workloads of its own, and yet a mesh-wide STRICT cuts off every plaintext client.
+test_without_evidence_mesh_scope_without_workloads_in_the_repo if {
+	head := model({}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, null, null)
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "no evidence was given for the whole mesh")
+}
+
+mesh_evidence(entry) := {
+	"window": "7d",
+	"namespaces": {},
+	"scopes": {"mesh": object.union(
+		{"requests_total": 1200, "requests_plaintext": 0, "tcp_connections_total": 40, "tcp_connections_plaintext": 0},
+		entry,
+	)},
+}
+
+test_mesh_scope_with_mesh_wide_evidence_passes if {
+	head := model({}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
+	fs := {f | some f in mtls.findings with input as mk_input(head, null, mesh_evidence({})); startswith(f.rule, "mtls/")}
+	count(fs) == 0
+}
+
+test_mesh_scope_mesh_wide_plaintext if {
+	head := model({}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
+	fs := rules_of(mtls.findings, "mtls/plaintext-traffic-present") with input as mk_input(head, null, mesh_evidence({"tcp_connections_plaintext": 3}))
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "the whole mesh: 0 of 1200 requests and 3 of 40 TCP connections without mTLS")
+}
+
+test_mesh_scope_mesh_wide_error_is_named if {
+	head := model({}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, null, mesh_evidence({"error": "Prometheus http://p could not be reached"}))
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "the whole mesh: no usable data: Prometheus http://p could not be reached")
 }
 
 test_without_evidence_quiet_with_evidence if {

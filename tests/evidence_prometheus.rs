@@ -289,6 +289,23 @@ fn a_window_longer_than_retention_is_no_evidence() {
     );
 }
 
+/// A retention stated in the repository cannot stretch what the server keeps.
+#[test]
+fn a_stated_retention_does_not_override_the_servers() {
+    let prom = Prometheus::start(&mtls_only(), "30m");
+    let config = format!("{CONFIG}    retention: 30d\n");
+    let report = check_with(
+        &strict_change_with(None, &config),
+        &source(&prom.url, Duration::from_secs(10)),
+    );
+    assert_eq!(rules(&report), vec!["mtls/strict-without-evidence"]);
+    let m = &report.findings[0].message;
+    assert!(
+        m.contains("the window 1h is longer than Prometheus") && m.contains("retention 30m"),
+        "{m}"
+    );
+}
+
 #[test]
 fn a_workload_scope_is_judged_on_its_own_workloads() {
     // Plaintext reaches legacy, not cart: STRICT for cart alone is safe.
@@ -467,4 +484,58 @@ fn a_repository_may_lower_the_severity_of_missing_evidence() {
         meshward::finding::Severity::Warning
     );
     assert_eq!(report.summary.verdict, Verdict::Pass);
+}
+
+/// A repository of mesh-wide config only (no workloads of its own) turns on STRICT
+/// for the whole mesh from PERMISSIVE.
+fn mesh_wide_change() -> (GitRepo, String, String) {
+    let repo = GitRepo::new();
+    let mesh = |mode: &str| {
+        format!("apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata:\n  name: default\n  namespace: istio-system\nspec:\n  mtls:\n    mode: {mode}\n")
+    };
+    let base = repo.commit_files(
+        &[
+            (".meshward.yaml", CONFIG),
+            ("mesh/mtls.yaml", &mesh("PERMISSIVE")),
+        ],
+        "base",
+    );
+    let head = repo.commit_files(
+        &[
+            (".meshward.yaml", CONFIG),
+            ("mesh/mtls.yaml", &mesh("STRICT")),
+        ],
+        "head: mesh-wide STRICT",
+    );
+    (repo, base, head)
+}
+
+/// Plaintext into a namespace this repository does not hold still reaches a
+/// mesh-wide STRICT: the evidence is about the whole mesh, not the repo's namespaces.
+#[test]
+fn mesh_wide_strict_is_judged_on_all_of_the_mesh() {
+    let prom = Prometheus::start(&mtls_only(), "30d");
+    let src = source(&prom.url, Duration::from_secs(10));
+    let report = check_with(&mesh_wide_change(), &src);
+    assert_eq!(
+        rules(&report),
+        Vec::<String>::new(),
+        "{:#?}",
+        report.findings
+    );
+    let mesh = &report.evidence.as_ref().expect("evidence").scopes["mesh"];
+    assert!(mesh.requests_total > 0, "{mesh:?}");
+    assert!(!mesh.queries["requests_total"].contains("destination_workload_namespace=\""));
+
+    let mut series = mtls_only();
+    series.push(inbound(HTTP, "billing", "invoices", "none", "prod-eu1", 4));
+    let prom = Prometheus::start(&series, "30d");
+    let src = source(&prom.url, Duration::from_secs(10));
+    let report = check_with(&mesh_wide_change(), &src);
+    assert_eq!(rules(&report), vec!["mtls/plaintext-traffic-present"]);
+    assert!(
+        report.findings[0].message.contains("the whole mesh"),
+        "{}",
+        report.findings[0].message
+    );
 }

@@ -365,50 +365,55 @@ impl PrometheusSource {
     /// stops here, after one timeout.
     async fn retention(&self, client: &reqwest::Client, target: &Target) -> Result<String, String> {
         let url = shown(&target.url);
-        let (reported, length) = if let Some(stated) = &target.retention {
-            // Still one call, so an unreachable server is found out here.
-            self.api(client, target, "api/v1/status/buildinfo", None)
-                .await
-                .or_else(|e| match e {
-                    ApiError::Status(_) => Ok(serde_json::Value::Null),
-                    e => Err(e),
-                })
-                .map_err(ApiError::into_message)?;
-            (
-                format!("{stated} (as .meshward.yaml states)"),
-                duration::parse(stated).ok(),
-            )
-        } else {
-            match self
-                .api(client, target, "api/v1/status/runtimeinfo", None)
-                .await
-            {
-                Ok(data) => {
-                    let r = data
-                        .get("storageRetention")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or("")
-                        .to_string();
-                    let len = duration::retention_time(&r);
-                    (r, len)
-                }
-                // Older servers and some fronts have no runtimeinfo: try the flags.
-                Err(ApiError::Status(_)) => {
-                    let data = self
-                        .api(client, target, "api/v1/status/flags", None)
-                        .await
-                        .map_err(ApiError::into_message)?;
-                    let r = ["storage.tsdb.retention.time", "storage.tsdb.retention"]
+        // The server is asked even when .meshward.yaml states a retention: what the
+        // server says it keeps wins, and a stated figure only fills in for a server
+        // that keeps data by size or does not say (Thanos, Mimir).
+        let server = match self
+            .api(client, target, "api/v1/status/runtimeinfo", None)
+            .await
+        {
+            Ok(data) => Ok(data
+                .get("storageRetention")
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string()),
+            // Older servers and some fronts have no runtimeinfo: try the flags.
+            Err(ApiError::Status(_)) => {
+                match self.api(client, target, "api/v1/status/flags", None).await {
+                    Ok(data) => Ok(["storage.tsdb.retention.time", "storage.tsdb.retention"]
                         .iter()
                         .filter_map(|f| data.get(*f).and_then(|v| v.as_str()))
                         .find(|v| duration::parse(v).is_ok_and(|d| !d.is_zero()))
                         .unwrap_or("")
-                        .to_string();
-                    let len = duration::retention_time(&r);
-                    (r, len)
+                        .to_string()),
+                    Err(e @ ApiError::Status(_)) => Err(e),
+                    Err(e) => return Err(e.into_message()),
                 }
-                Err(e) => return Err(e.into_message()),
             }
+            Err(e) => return Err(e.into_message()),
+        };
+        let stated = target
+            .retention
+            .as_deref()
+            .and_then(|s| duration::parse(s).ok().map(|d| (s, d)));
+        let (reported, length) = match (server, stated) {
+            (Ok(r), stated) => match (duration::retention_time(&r), stated) {
+                (Some(len), Some((s, d))) if d < len => (
+                    format!("{s} (as .meshward.yaml states; the server keeps {r})"),
+                    Some(d),
+                ),
+                (Some(len), _) => (r, Some(len)),
+                (None, Some((s, d))) => (
+                    format!(
+                        "{s} (as .meshward.yaml states; the server reports {})",
+                        if r.is_empty() { "none" } else { r.as_str() }
+                    ),
+                    Some(d),
+                ),
+                (None, None) => (r, None),
+            },
+            (Err(_), Some((s, d))) => (format!("{s} (as .meshward.yaml states)"), Some(d)),
+            (Err(e), None) => return Err(e.into_message()),
         };
         match length {
             None => Err(format!(
@@ -662,6 +667,15 @@ fn subjects_for(
     let mut out: BTreeMap<String, SubjectQueries> = BTreeMap::new();
     for s in scopes {
         match &s.subject {
+            Subject::Mesh { .. } => {
+                out.entry("mesh".to_string())
+                    .or_insert_with(|| SubjectQueries {
+                        key: "mesh".to_string(),
+                        workloads: Vec::new(),
+                        queries: promql::queries(&s.subject, matchers, window),
+                        empty: None,
+                    });
+            }
             Subject::Namespaces(nss) => {
                 for ns in nss {
                     out.entry(format!("namespace:{ns}"))

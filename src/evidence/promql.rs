@@ -68,6 +68,14 @@ fn regex_literal(value: &str) -> String {
 fn subject_matchers(subject: &Subject) -> Vec<String> {
     let mut m = vec![format!("reporter={}", quote("destination"))];
     match subject {
+        Subject::Mesh { exclude } if exclude.is_empty() => {}
+        Subject::Mesh { exclude } => {
+            let alternatives: Vec<String> = exclude.iter().map(|v| regex_literal(v)).collect();
+            m.push(format!(
+                "destination_workload_namespace!~{}",
+                quote(&alternatives.join("|"))
+            ));
+        }
         Subject::Namespaces(nss) => m.push(one_or_many("destination_workload_namespace", nss)),
         Subject::Workloads { namespace, names } => {
             m.push(format!(
@@ -154,6 +162,21 @@ mod tests {
         assert_eq!(
             q["requests_total"],
             r#"sum(increase(istio_requests_total{reporter="destination",destination_workload_namespace="shop",destination_workload=~"cart|a\\.b\"\\}or vector\\(0\\)"}[1h]))"#
+        );
+    }
+
+    #[test]
+    fn mesh_queries_cover_every_namespace_but_the_excluded() {
+        let q = queries(
+            &Subject::Mesh {
+                exclude: vec!["kube-system".into(), "legacy".into()],
+            },
+            &BTreeMap::new(),
+            "7d",
+        );
+        assert_eq!(
+            q["requests_plaintext"],
+            r#"sum(increase(istio_requests_total{reporter="destination",destination_workload_namespace!~"kube-system|legacy",connection_security_policy!="mutual_tls"}[7d]))"#
         );
     }
 

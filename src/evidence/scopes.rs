@@ -3,7 +3,7 @@
 //! policies/lib.rego (the policies judge; this only decides what to ask Prometheus).
 
 use crate::config::MeshConfig;
-use crate::model::{Model, PeerAuthn};
+use crate::model::{Model, PeerAuthn, SYSTEM_NAMESPACES};
 
 /// A PeerAuthentication of head that turns STRICT on for a scope that was not STRICT
 /// in base.
@@ -26,6 +26,13 @@ pub struct StrictScope {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {
+    /// All server-side traffic in the mesh, but for namespaces whose own
+    /// namespace-wide PeerAuthentication in head keeps them off STRICT. A mesh-wide
+    /// policy reaches namespaces this repository does not hold, so the evidence
+    /// cannot be the repository's namespaces only.
+    Mesh {
+        exclude: Vec<String>,
+    },
     Namespaces(Vec<String>),
     /// Names of the selected workloads (Istio's `destination_workload` is the name
     /// of the Deployment, StatefulSet, DaemonSet, Job, CronJob or bare Pod).
@@ -34,8 +41,6 @@ pub enum Subject {
         names: Vec<String>,
     },
 }
-
-const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
 
 /// The STRICT scopes `head` introduces over `base` (every STRICT one without a base).
 pub fn introduced_strict(
@@ -68,16 +73,19 @@ pub fn introduced_strict(
 
 fn subject(pa: &PeerAuthn, head: &Model, mesh: &MeshConfig) -> Subject {
     match pa.scope.as_str() {
-        "mesh" => Subject::Namespaces(
-            head.namespaces
-                .values()
-                .filter(|n| n.workloads > 0)
-                .filter(|n| {
-                    n.name != mesh.root_namespace && !SYSTEM_NAMESPACES.contains(&n.name.as_str())
-                })
-                .map(|n| n.name.clone())
-                .collect(),
-        ),
+        "mesh" => {
+            let mut exclude: Vec<String> = head
+                .peer_authentications
+                .iter()
+                .filter(|p| p.scope == "namespace" && p.namespace != mesh.root_namespace)
+                .filter(|p| !p.strict && matches!(p.mode.as_str(), "PERMISSIVE" | "DISABLE"))
+                .map(|p| p.namespace.clone())
+                .collect();
+            exclude.extend(SYSTEM_NAMESPACES.iter().map(|s| s.to_string()));
+            exclude.sort();
+            exclude.dedup();
+            Subject::Mesh { exclude }
+        }
         "workload" => {
             let mut names: Vec<String> = head
                 .workloads
@@ -137,8 +145,9 @@ mod tests {
         let base = model(WORKLOADS, None);
         let head = model(
             &format!(
-                "{WORKLOADS}{}{}{}",
+                "{WORKLOADS}{}{}{}{}",
                 pa("istio-system", "mesh", "{mtls: {mode: STRICT}}"),
+                pa("legacy", "default", "{mtls: {mode: PERMISSIVE}}"),
                 pa("shop", "cart", "{selector: {matchLabels: {app: cart}}, portLevelMtls: {\"8080\": {mode: STRICT}}}"),
                 pa("web", "default", "{mtls: {mode: STRICT}}"),
             ),
@@ -154,7 +163,14 @@ mod tests {
             vec![
                 (
                     "mesh",
-                    &Subject::Namespaces(vec!["shop".into(), "web".into()])
+                    &Subject::Mesh {
+                        exclude: vec![
+                            "kube-node-lease".into(),
+                            "kube-public".into(),
+                            "kube-system".into(),
+                            "legacy".into()
+                        ]
+                    }
                 ),
                 (
                     "workload:shop:app=cart",

@@ -14,7 +14,7 @@ use crate::manifest::Resource;
 use labels::{Labels, LabelsExt};
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub use authz::{AuthzMatch, Identity};
 pub use labels::address_problem;
@@ -329,11 +329,12 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
         for r in resources.iter().filter(|r| is_istio(r)) {
             selectors.extend(selectors_of(r, &index, mesh));
         }
-        let pas: Vec<PeerAuthn> = resources
+        let mut pas: Vec<PeerAuthn> = resources
             .iter()
             .filter(|r| r.kind == "PeerAuthentication" && is_istio(r))
             .map(|r| peer_authn_of(r, &index, mesh))
             .collect();
+        narrow_mesh_scope(&mut pas, &index, mesh);
         (selectors, pas)
     };
     // Record which ServiceEntries select each WorkloadEntry.
@@ -807,6 +808,34 @@ fn peer_authn_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> PeerAuthn {
             .collect(),
         mode,
         port_modes,
+    }
+}
+
+/// Namespaces that are never part of the mesh: Istio never injects them, and a
+/// mesh-wide policy is not about them.
+pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
+
+/// The workloads a mesh-wide policy really governs: not those of the system
+/// namespaces or the root namespace (istiod and friends run without a proxy by
+/// design), and not those whose namespace sets a mode of its own, which wins.
+fn narrow_mesh_scope(pas: &mut [PeerAuthn], index: &Index, mesh: &MeshConfig) {
+    let overridden: HashSet<String> = pas
+        .iter()
+        .filter(|p| p.scope == "namespace" && p.mode != "UNSET")
+        .map(|p| p.namespace.clone())
+        .collect();
+    let governed = |ns: &str| {
+        ns != mesh.root_namespace && !SYSTEM_NAMESPACES.contains(&ns) && !overridden.contains(ns)
+    };
+    let namespace_of: HashMap<&str, &str> = index
+        .all_workloads
+        .iter()
+        .map(|w| (w.id.as_str(), w.namespace.as_str()))
+        .collect();
+    for pa in pas.iter_mut().filter(|p| p.scope == "mesh") {
+        let keep = |id: &String| namespace_of.get(id.as_str()).is_some_and(|ns| governed(ns));
+        pa.workloads.retain(keep);
+        pa.unproxied.retain(keep);
     }
 }
 

@@ -387,8 +387,11 @@ fn rank(t: &crate::evidence::TrafficEvidence) -> u8 {
     }
 }
 
-/// `namespace:shop` → namespace `shop`; `workload:shop:app=cart` → the workloads.
+/// `mesh` → the whole mesh; `namespace:shop` → namespace `shop`; `workload:shop:app=cart` → the workloads.
 fn subject_label(key: &str, t: &crate::evidence::TrafficEvidence) -> String {
+    if key == "mesh" {
+        return "the whole mesh".to_string();
+    }
     if let Some(ns) = key.strip_prefix("namespace:") {
         return format!("namespace {}", code(ns));
     }
