@@ -43,6 +43,9 @@ impl Tree {
 pub struct TreeLimits {
     pub max_files: usize,
     pub max_file_bytes: u64,
+    /// All files read, together: many files just under the per-file limit must not
+    /// add up to more memory than the machine has.
+    pub max_total_bytes: u64,
 }
 
 impl Default for TreeLimits {
@@ -50,8 +53,21 @@ impl Default for TreeLimits {
         TreeLimits {
             max_files: 100_000,
             max_file_bytes: 4 * 1024 * 1024,
+            max_total_bytes: 1024 * 1024 * 1024,
         }
     }
+}
+
+/// Adds a file's size to the running total, refusing the tree past the limit.
+fn add_bytes(total: &mut u64, size: u64, limits: &TreeLimits) -> Result<()> {
+    *total = total.saturating_add(size);
+    if *total > limits.max_total_bytes {
+        bail!(
+            "the YAML and JSON files of the tree add up to more than {} MiB; refusing to check it",
+            limits.max_total_bytes / (1024 * 1024)
+        );
+    }
+    Ok(())
 }
 
 /// Which files a check reads: manifests, kustomizations, repository policies, and
@@ -85,6 +101,7 @@ pub fn read_dir(root: &Path, limits: &TreeLimits) -> Result<Tree> {
     if !meta.is_dir() {
         bail!("{} is not a directory", root.display());
     }
+    let mut total = 0u64;
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let mut entries: Vec<_> = std::fs::read_dir(&dir)
@@ -115,6 +132,7 @@ pub fn read_dir(root: &Path, limits: &TreeLimits) -> Result<Tree> {
             if size > limits.max_file_bytes {
                 tree.oversized.push((rel, size));
             } else {
+                add_bytes(&mut total, size, limits)?;
                 let bytes = std::fs::read(&path)
                     .with_context(|| format!("cannot read {}", path.display()))?;
                 tree.files.push(SourceFile { path: rel, bytes });
@@ -228,6 +246,7 @@ impl GitRepo {
             );
         }
         let mut tree = Tree::default();
+        let mut total = 0u64;
         let mut blobs: Vec<(String, String)> = Vec::new();
         for entry in listing.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()) {
             let entry = String::from_utf8_lossy(entry);
@@ -257,6 +276,7 @@ impl GitRepo {
                 tree.oversized.push((rel.to_string(), size));
                 continue;
             }
+            add_bytes(&mut total, size, limits)?;
             blobs.push((rel.to_string(), object.to_string()));
             push_checked(&mut tree, limits)?;
             if blobs.len() > limits.max_files {
@@ -468,4 +488,29 @@ fn diff_dirs(base: &Path, head: &Path) -> std::collections::BTreeSet<String> {
     }
     out.extend(b.keys().filter(|p| !h.contains_key(*p)).cloned());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_under_the_per_file_limit_still_add_up_to_a_refusal() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for i in 0..4 {
+            std::fs::write(dir.path().join(format!("f{i}.yaml")), vec![b'#'; 1000]).expect("write");
+        }
+        let limits = TreeLimits {
+            max_files: 100,
+            max_file_bytes: 1000,
+            max_total_bytes: 3500,
+        };
+        let err = read_dir(dir.path(), &limits).expect_err("the tree is too large");
+        assert!(err.to_string().contains("add up to more than"), "{err}");
+        let roomy = TreeLimits {
+            max_total_bytes: 4000,
+            ..limits
+        };
+        assert_eq!(read_dir(dir.path(), &roomy).expect("fits").files.len(), 4);
+    }
 }

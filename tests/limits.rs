@@ -38,6 +38,32 @@ fn alias_bomb() {
     assert_rest_checked(&report);
 }
 
+/// Few nodes, much text: a 1 MiB anchored string repeated 3,000 times would ask for
+/// 3 GB. The node count stays far under its limit, so the text is what must be
+/// bounded.
+#[test]
+fn alias_bomb_of_long_strings() {
+    let repo = GitRepo::new();
+    repo.write("good.yaml", BAD_SE);
+    let mut bomb = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: lol}}\ndata:\n  a: &a \"{}\"\n  b: [",
+        "x".repeat(1024 * 1024)
+    );
+    bomb.push_str(&vec!["*a"; 3000].join(","));
+    bomb.push_str("]\n");
+    repo.write("bomb.yaml", &bomb);
+    let report = check_dir(&repo.path());
+    let limit = with_rule(&report, "manifest/limit-exceeded");
+    assert_eq!(limit.len(), 1);
+    assert_eq!(limit[0].file, "bomb.yaml");
+    assert!(
+        limit[0].message.contains("MiB of text"),
+        "{}",
+        limit[0].message
+    );
+    assert_rest_checked(&report);
+}
+
 #[test]
 fn deep_nesting() {
     let repo = GitRepo::new();

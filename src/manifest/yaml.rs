@@ -13,6 +13,9 @@ pub struct Limits {
     pub max_depth: usize,
     /// Nodes that alias expansion may add to one document ("billion laughs").
     pub max_alias_nodes: usize,
+    /// Bytes of text (strings and keys) that alias expansion may add to one
+    /// document: one long anchored string repeated is a bomb of few nodes.
+    pub max_alias_bytes: usize,
 }
 
 impl Default for Limits {
@@ -22,6 +25,7 @@ impl Default for Limits {
             max_documents: 20_000,
             max_depth: 64,
             max_alias_nodes: 10_000,
+            max_alias_bytes: 4 * 1024 * 1024,
         }
     }
 }
@@ -108,6 +112,16 @@ impl Node {
             Value::Seq(items) => 1 + items.iter().map(Node::size).sum::<usize>(),
             Value::Map(entries) => 1 + entries.iter().map(|(_, v)| v.size()).sum::<usize>(),
             _ => 1,
+        }
+    }
+
+    /// Bytes of text the node holds: its strings and mapping keys.
+    fn text_bytes(&self) -> usize {
+        match &self.value {
+            Value::Str(s) => s.len(),
+            Value::Seq(items) => items.iter().map(Node::text_bytes).sum(),
+            Value::Map(entries) => entries.iter().map(|(k, v)| k.len() + v.text_bytes()).sum(),
+            _ => 0,
         }
     }
 }
@@ -211,6 +225,7 @@ fn parse_one(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, D
     let mut stack: Vec<Frame> = Vec::new();
     let mut anchors: HashMap<usize, Node> = HashMap::new();
     let mut alias_budget = limits.max_alias_nodes;
+    let mut alias_bytes_budget = limits.max_alias_bytes;
     let mut root: Option<Node> = None;
     let line_at = |span: &Span| span.start.line() as u32 + offset;
 
@@ -327,12 +342,13 @@ fn parse_one(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, D
                 Some(node)
             }
             Event::Alias(id) => {
-                let node = anchors.get(&id).cloned().ok_or_else(|| DocError {
+                let anchored = anchors.get(&id).ok_or_else(|| DocError {
                     line,
                     message: "invalid YAML: alias to an unknown anchor".into(),
                     limit: false,
                 })?;
-                let size = node.size();
+                // Measured before the copy is made: the copy is what a bomb costs.
+                let size = anchored.size();
                 if size > alias_budget {
                     return Err(DocError {
                         line,
@@ -343,8 +359,20 @@ fn parse_one(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, D
                         limit: true,
                     });
                 }
+                let bytes = anchored.text_bytes();
+                if bytes > alias_bytes_budget {
+                    return Err(DocError {
+                        line,
+                        message: format!(
+                            "YAML aliases expand to more than {} MiB of text; the document was not checked",
+                            limits.max_alias_bytes / (1024 * 1024)
+                        ),
+                        limit: true,
+                    });
+                }
                 alias_budget -= size;
-                Some(node)
+                alias_bytes_budget -= bytes;
+                Some(anchored.clone())
             }
         };
         if let Some(node) = completed {
