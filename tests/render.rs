@@ -113,6 +113,55 @@ fn chart_with_a_remote_dependency_is_refused() {
     assert_eq!(report.summary.head.resources, 0);
 }
 
+/// A `.tgz` holding `files` under `dir/`, as `helm package` makes them.
+fn chart_archive(dir: &str, files: &[(&str, &str)]) -> Vec<u8> {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    for (name, text) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(text.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, format!("{dir}/{name}"), text.as_bytes())
+            .expect("append");
+    }
+    tar.into_inner().expect("tar").finish().expect("gzip")
+}
+
+#[test]
+fn vendored_dependency_with_a_version_range_renders() {
+    let repo = GitRepo::new();
+    repo.write(
+        "chart/Chart.yaml",
+        "apiVersion: v2\nname: app\nversion: 0.1.0\ndependencies:\n  - name: egress\n    version: 1.x.x\n    repository: https://charts.example.com\n",
+    );
+    repo.write(
+        "chart/templates/ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {{ .Release.Namespace }}\n",
+    );
+    let archive = chart_archive(
+        "egress",
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: egress\nversion: 1.2.3\n"),
+            (
+                "templates/se.yaml",
+                "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: partner\nspec:\n  hosts: [partner.example.com]\n  location: MESH_EXTERNAL\n  resolution: NONE\n  ports: [{number: 443, name: https, protocol: TLS}]\n  endpoints: [{address: 10.0.0.1}]\n",
+            ),
+        ],
+    );
+    std::fs::create_dir_all(repo.path().join("chart/charts")).expect("mkdir");
+    std::fs::write(repo.path().join("chart/charts/egress-1.2.3.tgz"), archive).expect("tgz");
+    let report = check_dir(&repo.path());
+    assert!(
+        with_rule(&report, "render/refused").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+    // The subchart was rendered: its ServiceEntry is checked.
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+}
+
 #[test]
 fn kustomization_with_a_remote_base_is_refused() {
     let report = check_dir(&render_fixture("remote-base"));

@@ -8,11 +8,14 @@ use serde_json::Value as Json;
 use std::sync::Arc;
 
 /// Dependencies that are not in the chart's `charts/` folder would be downloaded:
-/// refused.
+/// refused. Like `helm template`, a dependency counts as vendored by name: a
+/// `charts/<name>/` folder or a `charts/<name>-<version>.tgz` archive of any version,
+/// since Chart.yaml may give a range (`19.x.x`, `^18.0.0`) that only Chart.lock and
+/// the archive's name resolve.
 pub fn check_dependencies(
     root: &Root,
     read: &dyn Fn(&str) -> Option<String>,
-    exists: &dyn Fn(&str) -> bool,
+    list: &dyn Fn(&str) -> Vec<String>,
     is_dir: &dyn Fn(&str) -> bool,
 ) -> Vec<Problem> {
     let chart_file = join(&root.path, "Chart.yaml").unwrap_or_default();
@@ -49,7 +52,9 @@ pub fn check_dependencies(
         }
         let charts_dir = join(&root.path, "charts").unwrap_or_default();
         let vendored = is_dir(&join(&charts_dir, name).unwrap_or_default())
-            || exists(&join(&charts_dir, &format!("{name}-{version}.tgz")).unwrap_or_default());
+            || list(&charts_dir)
+                .iter()
+                .any(|file| is_archive_of(file, name));
         if !vendored {
             problems.push(Problem::refused(
                 &chart_file,
@@ -60,6 +65,15 @@ pub fn check_dependencies(
         }
     }
     problems
+}
+
+/// `redis-19.6.4.tgz` is an archive of `redis`; `redis-cluster-9.0.0.tgz` is not.
+fn is_archive_of(file: &str, name: &str) -> bool {
+    file.strip_suffix(".tgz")
+        .and_then(|stem| stem.strip_prefix(name))
+        .and_then(|rest| rest.strip_prefix('-'))
+        .and_then(|version| version.chars().next())
+        .is_some_and(|c| c.is_ascii_digit() || c == 'v')
 }
 
 /// The template each rendered document came from: the `# Source:` comment before it.
@@ -184,6 +198,15 @@ pub fn locate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn archives_match_by_chart_name_whatever_the_version() {
+        assert!(is_archive_of("redis-19.6.4.tgz", "redis"));
+        assert!(is_archive_of("redis-v1.0.0.tgz", "redis"));
+        assert!(!is_archive_of("redis-cluster-9.0.0.tgz", "redis"));
+        assert!(!is_archive_of("redis.tgz", "redis"));
+        assert!(!is_archive_of("redis-19.6.4.tar", "redis"));
+    }
 
     #[test]
     fn values_references() {

@@ -628,6 +628,19 @@ fn problem_finding(p: &Problem, root: &Root) -> Finding {
 }
 
 /// Symlinks under `dir` that resolve outside `repo` (or nowhere).
+/// Names of the regular files in `dir` (none when it cannot be read).
+fn list_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn escaping_symlinks(repo: &Path, dir: &Path) -> Vec<String> {
     let Ok(repo) = repo.canonicalize() else {
         return Vec::new();
@@ -771,10 +784,12 @@ pub fn render_root(
                     },
                 );
             };
-            let problems =
-                helm::check_dependencies(root, view_read, &|p| repo_dir.join(p).is_file(), &|p| {
-                    repo_dir.join(p).is_dir()
-                });
+            let problems = helm::check_dependencies(
+                root,
+                view_read,
+                &|p| list_files(&repo_dir.join(p)),
+                &|p| repo_dir.join(p).is_dir(),
+            );
             if !problems.is_empty() {
                 let mut f = findings;
                 f.extend(problems.iter().map(|pr| problem_finding(pr, root)));
