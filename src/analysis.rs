@@ -684,9 +684,22 @@ fn apply_exceptions(
             .as_ref()
             .map(|r| r.id())
             .unwrap_or_else(|| f.file.clone());
-        let hit =
-            config.exceptions.iter().enumerate().find(|(_, e)| {
-                glob_matches(&e.rule, &f.rule) && glob_matches(&e.resource, &subject)
+        let matches = |e: &&crate::config::Exception| {
+            glob_matches(&e.rule, &f.rule) && glob_matches(&e.resource, &subject)
+        };
+        // A renewed exception may sit after the expired one it replaces: a live
+        // match wins wherever it is in the list.
+        let hit = config
+            .exceptions
+            .iter()
+            .enumerate()
+            .find(|(_, e)| matches(e) && e.expires >= today)
+            .or_else(|| {
+                config
+                    .exceptions
+                    .iter()
+                    .enumerate()
+                    .find(|(_, e)| matches(e))
             });
         match hit {
             Some((i, e)) => {

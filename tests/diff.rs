@@ -228,6 +228,23 @@ fn exceptions_expire_and_unused_ones_are_reported() {
 }
 
 #[test]
+fn a_renewed_exception_after_the_expired_one_still_applies() {
+    let repo = GitRepo::new();
+    repo.write("ns.yaml", NS);
+    repo.write("a.yaml", &se("a", "NONE", true));
+    repo.write(
+        ".meshward.yaml",
+        "exceptions:\n  - rule: serviceentry/none-with-endpoints\n    resource: ServiceEntry/egress/a\n    reason: INFRA-1\n    expires: 2026-01-31\n  - rule: serviceentry/none-with-endpoints\n    resource: ServiceEntry/egress/a\n    reason: INFRA-1, renewed\n    expires: 2027-03-31\n",
+    );
+    let report = check_dir(&repo.path());
+    assert!(with_rule(&report, "serviceentry/none-with-endpoints").is_empty());
+    assert_eq!(report.summary.suppressed, 1);
+    // The old entry is still reported as expired (delete it); the renewed one is used.
+    assert_eq!(with_rule(&report, "exception/expired").len(), 1);
+    assert!(with_rule(&report, "exception/unused").is_empty());
+}
+
+#[test]
 fn subdirectory_of_a_repository() {
     let repo = GitRepo::new();
     let base = repo.commit_files(
