@@ -68,6 +68,7 @@ fn docs(path: &str) -> Vec<Json> {
 
 /// Starts the binary with the Deployment's args and env names: values from the
 /// ConfigMap, secrets from the test, the listen address on a free loopback port.
+/// Under scripts/test (and CI) this is the release binary, as the image ships it.
 #[tokio::test(flavor = "multi_thread")]
 async fn binary_starts_as_the_deployment_does_and_is_ready() {
     let deployment = docs("deploy/kubernetes/deployment.yaml").remove(0);
