@@ -431,17 +431,18 @@ async fn server_errors_and_rate_limits_are_retried_and_posted_once(store: Store)
     }
 }
 
-/// A secondary rate limit longer than the client waits: the job is tried again, not
-/// before the time GitHub asked for (and the stored run is published then).
-async fn a_long_rate_limit_retries_the_job_when_github_says(store: Store) {
+/// GitHub answers the summary comment's POST once with `status` and a
+/// `Retry-After` of 600 s, longer than the client waits in place: the job is tried
+/// again no earlier than GitHub asked, and the comment is posted once.
+async fn job_retried_when_github_says(store: Store, status: u16, message: &str) -> FakeGitHub {
     let fake = FakeGitHub::start().await;
     let (base, head) = gitops_repo(&fake);
     fake.inject(Fault {
         path_contains: "/issues/7/comments".into(),
         method: Some("POST".into()),
-        status: 403,
+        status,
         retry_after: Some(600),
-        message: "You have exceeded a secondary rate limit.".into(),
+        message: message.into(),
         times: 1,
         ..Fault::default()
     });
@@ -465,6 +466,13 @@ async fn a_long_rate_limit_retries_the_job_when_github_says(store: Store) {
     clock.advance(Duration::from_secs(1));
     succeeded(&run_one(&w).await.1);
     assert_eq!(fake.repo(REPO).issue_comments.len(), 1);
+    fake
+}
+
+/// A secondary rate limit longer than the client waits: the job is tried again, not
+/// before the time GitHub asked for (and the stored run is published then).
+async fn a_long_rate_limit_retries_the_job_when_github_says(store: Store) {
+    job_retried_when_github_says(store, 403, "You have exceeded a secondary rate limit.").await;
 }
 
 /// 403 on a repository (a permission missing): the job fails at once with the
@@ -1103,42 +1111,12 @@ async fn a_finding_that_comes_back_gets_a_new_inline_comment(store: Store) {
 /// A server error whose `Retry-After` is longer than the client waits: not retried
 /// in place; the job is tried again no earlier than GitHub asked, and posts once.
 async fn a_server_error_retry_after_is_honoured(store: Store) {
-    let fake = FakeGitHub::start().await;
-    let (base, head) = gitops_repo(&fake);
-    fake.inject(Fault {
-        path_contains: "/issues/7/comments".into(),
-        method: Some("POST".into()),
-        status: 503,
-        retry_after: Some(600),
-        message: "Service Unavailable".into(),
-        times: 1,
-        ..Fault::default()
-    });
-    let store = migrated(store).await;
-    let clock = Clock::manual(0);
-    let (w, _) = app_worker(&fake, &store, &clock);
-    let id = store
-        .enqueue(&check_job(PR, &base, &head), 3, 0)
-        .await
-        .unwrap()
-        .id();
-    let (_, processed) = run_one(&w).await;
-    assert!(
-        matches!(processed, Processed::Retrying { .. }),
-        "{processed:?}"
-    );
+    let fake = job_retried_when_github_says(store, 503, "Service Unavailable").await;
     assert_eq!(
         fake.calls().iter().filter(|c| c.status == 503).count(),
         1,
         "not retried in place before the time GitHub asked for"
     );
-    let job = store.job(id).await.unwrap().unwrap();
-    assert_eq!(job.run_after_ms, clock.now_ms() + 600_000);
-    clock.advance(Duration::from_secs(599));
-    assert!(w.run_until_idle().await.unwrap().is_empty());
-    clock.advance(Duration::from_secs(1));
-    succeeded(&run_one(&w).await.1);
-    assert_eq!(fake.repo(REPO).issue_comments.len(), 1);
 }
 
 /// GitHub refuses the review as invalid (422: the line left the diff in a race):

@@ -107,21 +107,18 @@ impl Node {
         }
     }
 
-    fn size(&self) -> usize {
+    /// What copying the node costs, in one walk: (nodes, bytes of text in its
+    /// strings and mapping keys).
+    fn weight(&self) -> (usize, usize) {
+        let sum = |acc: (usize, usize), w: (usize, usize)| (acc.0 + w.0, acc.1 + w.1);
         match &self.value {
-            Value::Seq(items) => 1 + items.iter().map(Node::size).sum::<usize>(),
-            Value::Map(entries) => 1 + entries.iter().map(|(_, v)| v.size()).sum::<usize>(),
-            _ => 1,
-        }
-    }
-
-    /// Bytes of text the node holds: its strings and mapping keys.
-    fn text_bytes(&self) -> usize {
-        match &self.value {
-            Value::Str(s) => s.len(),
-            Value::Seq(items) => items.iter().map(Node::text_bytes).sum(),
-            Value::Map(entries) => entries.iter().map(|(k, v)| k.len() + v.text_bytes()).sum(),
-            _ => 0,
+            Value::Str(s) => (1, s.len()),
+            Value::Seq(items) => items.iter().map(Node::weight).fold((1, 0), sum),
+            Value::Map(entries) => entries
+                .iter()
+                .map(|(k, v)| sum((0, k.len()), v.weight()))
+                .fold((1, 0), sum),
+            _ => (1, 0),
         }
     }
 }
@@ -348,27 +345,22 @@ fn parse_one(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, D
                     limit: false,
                 })?;
                 // Measured before the copy is made: the copy is what a bomb costs.
-                let size = anchored.size();
+                let (size, bytes) = anchored.weight();
+                let over = |what: String| DocError {
+                    line,
+                    message: format!(
+                        "YAML aliases expand to more than {what}; the document was not checked"
+                    ),
+                    limit: true,
+                };
                 if size > alias_budget {
-                    return Err(DocError {
-                        line,
-                        message: format!(
-                            "YAML aliases expand to more than {} nodes; the document was not checked",
-                            limits.max_alias_nodes
-                        ),
-                        limit: true,
-                    });
+                    return Err(over(format!("{} nodes", limits.max_alias_nodes)));
                 }
-                let bytes = anchored.text_bytes();
                 if bytes > alias_bytes_budget {
-                    return Err(DocError {
-                        line,
-                        message: format!(
-                            "YAML aliases expand to more than {} MiB of text; the document was not checked",
-                            limits.max_alias_bytes / (1024 * 1024)
-                        ),
-                        limit: true,
-                    });
+                    return Err(over(format!(
+                        "{} MiB of text",
+                        limits.max_alias_bytes / (1024 * 1024)
+                    )));
                 }
                 alias_budget -= size;
                 alias_bytes_budget -= bytes;
