@@ -122,31 +122,31 @@ pub fn analyze(
     }
 
     let started = std::time::Instant::now();
-    // Base's model is built on base's thread; head's needs it (a rollout is pending
-    // only against what base deployed), and is built while base's model becomes a
-    // policy value.
-    let (head_parsed, base_parsed) = rayon::join(
+    let (mut head_parsed, mut base_parsed) = rayon::join(
         || parse_revision(&head, &config, opts),
-        || {
-            base.as_ref().map(|b| {
-                let (loaded, render) = parse_revision(b, &config, opts);
-                let model = model::build(&loaded.resources, &config.mesh, None);
-                ((loaded, model), render)
-            })
-        },
+        || base.as_ref().map(|b| parse_revision(b, &config, opts)),
     );
-    let (head_parsed, head_render) = head_parsed;
-    let (base_loaded, base_render) = match base_parsed {
-        Some((p, r)) => (Some(p), Some(r)),
-        None => (None, None),
-    };
+    if let Some(changed) = &opts.changed_paths {
+        render_context(
+            (&head, &mut head_parsed),
+            base.as_ref().zip(base_parsed.as_mut()),
+            changed,
+            &config,
+            opts,
+        );
+    }
     if let Some(note) = render_note(
-        &head_render,
-        base_render.as_ref(),
+        &head_parsed.stats,
+        base_parsed.as_ref().map(|p| &p.stats),
         opts.changed_paths.is_some(),
     ) {
         notes.push(note);
     }
+    let head_parsed = head_parsed.loaded;
+    let base_loaded = base_parsed.map(|p| {
+        let model = model::build(&p.loaded.resources, &config.mesh, None);
+        (p.loaded, model)
+    });
     let base_model = base_loaded.as_ref().map(|(_, m)| m);
     // Base's model is in both policy inputs (head's `base`, base's `model` and `base`):
     // converted once and shared, as it is one of the largest parts of either.
@@ -352,7 +352,10 @@ fn is_manifest(f: &SourceFile, config: &RepoConfig) -> bool {
 #[derive(Debug, Default, Clone)]
 pub struct RenderStats {
     pub roots: usize,
+    /// Roots that read a file the change touches (every root without a change).
     pub rendered: usize,
+    /// Untouched roots rendered because the change's objects join with theirs.
+    pub context: usize,
 }
 
 fn render_note(head: &RenderStats, base: Option<&RenderStats>, selective: bool) -> Option<String> {
@@ -360,21 +363,35 @@ fn render_note(head: &RenderStats, base: Option<&RenderStats>, selective: bool) 
     if roots == 0 {
         return None;
     }
-    let rendered = head.rendered.max(base.map_or(0, |b| b.rendered));
+    let touched = head.rendered.max(base.map_or(0, |b| b.rendered));
+    let context = head.context.max(base.map_or(0, |b| b.context));
+    let rendered = touched + context;
     Some(if selective && rendered < roots {
+        let linked = if context > 0 {
+            format!(", {context} more because they share a namespace with it or name one of its namespaces")
+        } else {
+            String::new()
+        };
         format!(
-            "Rendered {rendered} of {roots} render roots (kustomize, Helm, app objects): the others read no file this change touches, so their objects were not checked in this run."
+            "Rendered {rendered} of {roots} render roots (kustomize, Helm, app objects): {touched} read a file this change touches{linked}. The other {} neither read a changed file nor share or name a namespace with what it changes, so their objects were not checked in this run.",
+            roots - rendered
         )
     } else {
         format!("Rendered {rendered} of {roots} render roots (kustomize, Helm, app objects).")
     })
 }
 
-fn parse_revision(
-    rev: &Revision,
-    config: &RepoConfig,
-    opts: &Options,
-) -> (manifest::Loaded, RenderStats) {
+/// A revision's manifests, with the roots rendered so far.
+struct Parsed {
+    loaded: manifest::Loaded,
+    stats: RenderStats,
+    roots: Vec<crate::render::PlannedRoot>,
+    rendered: Vec<bool>,
+    /// The revision on disk, once a render needed it (or why it is not there).
+    dir: Option<Result<crate::render::Materialized, String>>,
+}
+
+fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed {
     let discovery = crate::render::discover(rev.tree);
     // Inputs of render roots are checked through their rendered output only.
     let files: Vec<SourceFile> = rev
@@ -419,21 +436,39 @@ fn parse_revision(
         loaded.resources.append(&mut again.resources);
         loaded.findings.append(&mut again.findings);
     }
-    let selected: Vec<&crate::render::PlannedRoot> = plan
+    let rendered: Vec<bool> = plan
         .roots
         .iter()
-        .filter(|r| match &opts.changed_paths {
+        .map(|r| match &opts.changed_paths {
             None => true,
             Some(changed) => changed.iter().any(|p| r.reads(p)),
         })
         .collect();
-    let stats = RenderStats {
-        roots: plan.roots.len(),
-        rendered: selected.len(),
+    let mut parsed = Parsed {
+        stats: RenderStats {
+            roots: plan.roots.len(),
+            rendered: rendered.iter().filter(|r| **r).count(),
+            context: 0,
+        },
+        loaded,
+        roots: plan.roots,
+        rendered,
+        dir: None,
     };
+    let selected: Vec<&crate::render::PlannedRoot> = parsed
+        .roots
+        .iter()
+        .zip(&parsed.rendered)
+        .filter(|(_, r)| **r)
+        .map(|(p, _)| p)
+        .collect();
     if !selected.is_empty() {
-        render_selected(rev, config, opts, &selected, &mut loaded);
+        for mut r in render_roots(rev, config, opts, &mut parsed.dir, &selected) {
+            parsed.loaded.resources.append(&mut r.resources);
+            parsed.loaded.findings.append(&mut r.findings);
+        }
     }
+    let loaded = &mut parsed.loaded;
     for (path, size) in &rev.tree.oversized {
         if config.path_selected(path) {
             loaded.findings.push(input_finding(
@@ -456,34 +491,39 @@ fn parse_revision(
             ));
         }
     }
-    (loaded, stats)
+    parsed
 }
 
-fn render_selected(
+/// Renders `roots` from the revision's folder on disk, extracting it first if no
+/// render of this revision has yet.
+fn render_roots(
     rev: &Revision,
     config: &RepoConfig,
     opts: &Options,
+    dir: &mut Option<Result<crate::render::Materialized, String>>,
     roots: &[&crate::render::PlannedRoot],
-    loaded: &mut manifest::Loaded,
-) {
+) -> Vec<crate::render::Rendered> {
     use rayon::prelude::*;
-    let dir = match rev.tree.source.as_ref().map(crate::workspace::materialize) {
-        Some(Ok(dir)) => dir,
-        other => {
-            let why = match other {
-                Some(Err(e)) => format!("{e:#}"),
-                _ => "the revision is not available on disk".to_string(),
-            };
-            for r in roots {
-                loaded.findings.push(input_finding(
-                    "render/failed",
-                    Severity::Error,
-                    &r.root.entry,
-                    r.root.entry_line,
-                    format!("{} was not rendered: {why}", r.root.label()),
-                ));
-            }
-            return;
+    let dir = dir.get_or_insert_with(|| match rev.tree.source.as_ref() {
+        Some(source) => crate::workspace::materialize(source).map_err(|e| format!("{e:#}")),
+        None => Err("the revision is not available on disk".to_string()),
+    });
+    let repo_dir = match dir {
+        Ok(dir) => dir.path().to_path_buf(),
+        Err(why) => {
+            return roots
+                .iter()
+                .map(|r| crate::render::Rendered {
+                    resources: Vec::new(),
+                    findings: vec![input_finding(
+                        "render/failed",
+                        Severity::Error,
+                        &r.root.entry,
+                        r.root.entry_line,
+                        format!("{} was not rendered: {why}", r.root.label()),
+                    )],
+                })
+                .collect();
         }
     };
     let mut limits = crate::render::RenderLimits::default();
@@ -493,15 +533,82 @@ fn render_selected(
     if let Some(m) = config.render.max_output_bytes {
         limits.max_output_bytes = m;
     }
-    let repo_dir = dir.path().to_path_buf();
     let read = |p: &str| std::fs::read_to_string(repo_dir.join(p)).ok();
-    let rendered: Vec<crate::render::Rendered> = roots
+    roots
         .par_iter()
         .map(|r| crate::render::render_root(r, &repo_dir, &opts.tools, &limits, &read))
+        .collect()
+}
+
+/// For a change: renders the untouched roots its objects join with (see
+/// `render::context`), in head and base alike. A root that is the same in both
+/// reads no changed file, so it renders the same: head's output serves base too.
+fn render_context(
+    (head_rev, head): (&Revision, &mut Parsed),
+    base: Option<(&Revision, &mut Parsed)>,
+    changed: &std::collections::BTreeSet<String>,
+    config: &RepoConfig,
+    opts: &Options,
+) {
+    use crate::render::context::{self, Reach};
+    let mut reach = Reach::default();
+    let parsed = std::iter::once(&*head).chain(base.as_ref().map(|(_, b)| &**b));
+    for p in parsed {
+        for r in &p.loaded.resources {
+            if r.origin.is_some() || changed.contains(&r.file) {
+                reach.add(r);
+            }
+        }
+    }
+    let linked = |rev: &Revision, p: &Parsed| -> Vec<usize> {
+        (0..p.roots.len())
+            .filter(|&i| !p.rendered[i])
+            .filter(|&i| {
+                let root = &p.roots[i];
+                // The app object's own file describes the root (its namespace is
+                // in the root already); its objects come from the other files.
+                let files: Vec<&SourceFile> = rev
+                    .tree
+                    .files
+                    .iter()
+                    .filter(|f| root.reads(&f.path) && root.app_file.as_ref() != Some(&f.path))
+                    .collect();
+                context::linked(root, &files, &reach, &config.mesh.root_namespace)
+            })
+            .collect()
+    };
+    let add = |p: &mut Parsed, i: usize, r: crate::render::Rendered| {
+        p.rendered[i] = true;
+        p.stats.context += 1;
+        p.loaded.resources.extend(r.resources);
+        p.loaded.findings.extend(r.findings);
+    };
+    let head_linked = linked(head_rev, head);
+    let head_roots: Vec<&crate::render::PlannedRoot> =
+        head_linked.iter().map(|&i| &head.roots[i]).collect();
+    let outputs = render_roots(head_rev, config, opts, &mut head.dir, &head_roots);
+    let rendered: Vec<(crate::render::PlannedRoot, crate::render::Rendered)> = head_linked
+        .iter()
+        .map(|&i| head.roots[i].clone())
+        .zip(outputs)
         .collect();
-    for mut r in rendered {
-        loaded.resources.append(&mut r.resources);
-        loaded.findings.append(&mut r.findings);
+    if let Some((base_rev, base)) = base {
+        let mut missing = Vec::new();
+        for i in linked(base_rev, base) {
+            match rendered.iter().find(|(root, _)| *root == base.roots[i]) {
+                Some((_, out)) => add(base, i, out.clone()),
+                None => missing.push(i),
+            }
+        }
+        let roots: Vec<&crate::render::PlannedRoot> =
+            missing.iter().map(|&i| &base.roots[i]).collect();
+        let outputs = render_roots(base_rev, config, opts, &mut base.dir, &roots);
+        for (i, out) in missing.into_iter().zip(outputs) {
+            add(base, i, out);
+        }
+    }
+    for (i, (_, out)) in head_linked.into_iter().zip(rendered) {
+        add(head, i, out);
     }
 }
 

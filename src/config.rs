@@ -354,6 +354,16 @@ impl RepoConfig {
                 )
             })?;
         }
+        // An exclude that matches nothing would render (and block on) what the
+        // author meant to leave out; one that cannot be read is said, not ignored.
+        for (i, pattern) in config.render.exclude.iter().enumerate() {
+            globset::Glob::new(pattern).map_err(|e| {
+                err(
+                    line_of(serde_json::json!(["render", "exclude", i])),
+                    format!("`render.exclude` glob {pattern:?} is invalid: {e}"),
+                )
+            })?;
+        }
         // The proxy defaults are quantities; a typo here would skew every cost figure.
         type Parse = fn(&str) -> Result<u64, String>;
         let quantities: [(&str, &String, Parse); 2] = [
@@ -501,5 +511,13 @@ mod tests {
         assert!(c.path_selected("apps/a/b.yaml"));
         assert!(!c.path_selected("apps/testdata/b.yaml"));
         assert!(!c.path_selected("other/b.yaml"));
+    }
+
+    #[test]
+    fn a_render_exclude_that_is_no_glob_is_an_error() {
+        let e = RepoConfig::parse("render:\n  exclude:\n    - apps/**\n    - \"apps/[legacy\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("render.exclude"), "{e}");
     }
 }

@@ -98,8 +98,63 @@ fn flux_kustomization_renders_its_path_into_its_target_namespace_with_its_patche
     // The field was set by the Flux object's patch: the finding points there.
     assert_eq!(f[0].file, "clusters/prod/egress.yaml");
     assert_eq!(
+        f[0].line,
+        line_of(
+            &root,
+            "clusters/prod/egress.yaml",
+            "resolution: DNS_ROUND_ROBIN"
+        )
+    );
+    assert!(!f[0].message.contains("could not"), "{}", f[0].message);
+    assert_eq!(
         f[0].resource.as_ref().and_then(|r| r.namespace.as_deref()),
         Some("egress")
+    );
+}
+
+#[test]
+fn inline_patches_in_a_kustomization_point_at_their_own_lines() {
+    let repo = GitRepo::new();
+    let entry = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: partner-api\nspec:\n  hosts: [api.partner.example]\n  location: MESH_EXTERNAL\n  resolution: DNS\n  ports: [{number: 443, name: https, protocol: HTTPS}]\n  endpoints:\n    - address: a.partner.example\n    - address: b.partner.example\n";
+    repo.write("base/partner-api.yaml", entry);
+    repo.write(
+        "base/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - partner-api.yaml\n",
+    );
+    // A strategic-merge patch written into the overlay's kustomization.
+    repo.write(
+        "overlays/merge/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: merge\nresources:\n  - ../../base\npatches:\n  - patch: |-\n      apiVersion: networking.istio.io/v1\n      kind: ServiceEntry\n      metadata:\n        name: partner-api\n      spec:\n        resolution: NONE\n",
+    );
+    // A JSON 6902 patch, the same way.
+    repo.write(
+        "overlays/ops/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: ops\nresources:\n  - ../../base\npatches:\n  - target:\n      kind: ServiceEntry\n      name: partner-api\n    patch: |\n      - op: replace\n        path: /spec/resolution\n        value: NONE\n",
+    );
+    let report = check_dir(&repo.path());
+    let mut f: Vec<(String, u32, bool)> = with_rule(&report, "serviceentry/none-with-endpoints")
+        .iter()
+        .map(|f| (f.file.clone(), f.line, f.message.contains("could not")))
+        .collect();
+    f.sort();
+    let merge = "overlays/merge/kustomization.yaml";
+    let ops = "overlays/ops/kustomization.yaml";
+    assert_eq!(
+        f,
+        vec![
+            (
+                merge.to_string(),
+                line_of(&repo.path(), merge, "resolution: NONE"),
+                false
+            ),
+            (
+                ops.to_string(),
+                line_of(&repo.path(), ops, "- op: replace"),
+                false
+            ),
+        ],
+        "{:#?}",
+        report.findings
     );
 }
 
@@ -235,7 +290,7 @@ fn missing_tool_is_a_finding() {
 }
 
 #[test]
-fn only_roots_the_change_touches_are_rendered() {
+fn roots_the_change_touches_are_rendered_with_those_sharing_its_namespace() {
     let fixture = render_fixture("kustomize");
     let repo = GitRepo::new();
     // Base: prod without its patch.
@@ -252,15 +307,18 @@ fn only_roots_the_change_touches_are_rendered() {
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].status, Status::Introduced);
     assert_eq!(f[0].file, "overlays/prod/resolution.yaml");
+    // Staging reads no changed file but deploys into prod's namespace (egress), so
+    // it is rendered too: rules joining objects in egress see both overlays.
     assert!(
         report
             .summary
             .notes
             .iter()
-            .any(|n| n.contains("Rendered 1 of 2")),
+            .any(|n| n == "Rendered 2 of 2 render roots (kustomize, Helm, app objects)."),
         "{:?}",
         report.summary.notes
     );
+    assert_eq!(report.summary.head.resources, 4);
 
     // A change to the base touches both overlays.
     repo.write(
@@ -363,4 +421,178 @@ fn applicationset_git_files_in_a_matrix_render_once_per_file() {
             && moved.contains(&(Status::Resolved, Some("egress-eu".into()))),
         "{moved:?}"
     );
+}
+
+fn team_overlay(repo: &GitRepo, team: &str, app: &str) {
+    repo.write(
+        &format!("apps/{team}/kustomization.yaml"),
+        &format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {team}\nresources:\n  - {app}.yaml\n"),
+    );
+    repo.write(
+        &format!("apps/{team}/{app}.yaml"),
+        &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {app}\nspec:\n  selector:\n    matchLabels: {{app: {app}}}\n  template:\n    metadata:\n      labels: {{app: {app}}}\n      annotations: {{sidecar.istio.io/inject: \"true\"}}\n    spec:\n      serviceAccountName: {app}\n      containers:\n        - name: {app}\n          image: registry.example.com/{app}:1\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {app}\n"),
+    );
+}
+
+#[test]
+fn untouched_roots_the_change_joins_with_are_rendered_as_context() {
+    let repo = GitRepo::new();
+    team_overlay(&repo, "shop", "web");
+    team_overlay(&repo, "bank", "ledger");
+    team_overlay(&repo, "games", "dice");
+    let base = repo.commit("three teams");
+    // A plain-YAML policy: it reads no file of any root, but selects shop's web and
+    // admits bank's ledger. `ghost` selects nothing anywhere.
+    repo.write(
+        "policies/shop.yaml",
+        "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata:\n  name: allow-ledger\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {app: web}\n  action: ALLOW\n  rules:\n    - from:\n        - source:\n            principals: [cluster.local/ns/bank/sa/ledger]\n---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata:\n  name: ghost\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {app: ghost}\n  action: ALLOW\n  rules:\n    - from:\n        - source:\n            principals: [cluster.local/ns/bank/sa/ledger]\n",
+    );
+    let head = repo.commit("shop admits the ledger");
+    let report = check_change(&repo, &base, &head);
+    let nothing: Vec<String> = with_rule(&report, "selector/matches-nothing")
+        .iter()
+        .filter_map(|f| f.resource.as_ref().map(|r| r.name.clone()))
+        .collect();
+    assert_eq!(nothing, vec!["ghost".to_string()], "{:#?}", report.findings);
+    assert!(
+        with_rule(&report, "authz/unknown-principal").is_empty()
+            && with_rule(&report, "authz/unknown-namespace").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+    let note = report
+        .summary
+        .notes
+        .iter()
+        .find(|n| n.starts_with("Rendered"))
+        .expect("render note");
+    assert!(note.starts_with("Rendered 2 of 3"), "{note}");
+    assert!(
+        note.contains("0 read a file this change touches, 2 more"),
+        "{note}"
+    );
+
+    // A change to one overlay that names no other namespace renders that one alone.
+    repo.write(
+        "apps/games/dice.yaml",
+        &std::fs::read_to_string(repo.path().join("apps/games/dice.yaml"))
+            .expect("dice")
+            .replace("dice:1", "dice:2"),
+    );
+    let next = repo.commit("dice 2");
+    let report = check_change(&repo, &head, &next);
+    assert!(
+        report
+            .summary
+            .notes
+            .iter()
+            .any(|n| n.starts_with("Rendered 1 of 3 render roots (kustomize, Helm, app objects): 1 read a file this change touches. The other 2")),
+        "{:?}",
+        report.summary.notes
+    );
+}
+
+#[test]
+fn inline_helm_values_point_at_their_line_in_the_app_object() {
+    let repo = GitRepo::new();
+    copy_tree(&render_fixture("argo"), &repo.path());
+    let app = "apps/egress-prod.yaml";
+    let original = std::fs::read_to_string(repo.path().join(app)).expect("app");
+    let variants = [
+        // A values string (Argo helm.values), a block scalar.
+        "      values: |\n        partner:\n          # set inline\n          resolution: NONE\n",
+        // A values object (Argo helm.valuesObject).
+        "      valuesObject:\n        partner:\n          resolution: NONE\n",
+    ];
+    for inline in variants {
+        repo.write(
+            app,
+            &original.replace("      valueFiles:\n        - values-prod.yaml\n", inline),
+        );
+        let report = check_dir(&repo.path());
+        let f = with_rule(&report, "serviceentry/none-with-endpoints");
+        assert_eq!(f.len(), 1, "{inline}: {:#?}", report.findings);
+        assert_eq!(
+            (f[0].file.as_str(), f[0].line),
+            (app, line_of(&repo.path(), app, "resolution: NONE")),
+            "{inline}"
+        );
+    }
+}
+
+#[test]
+fn kustomization_with_an_absolute_path_is_refused() {
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        outside.path().join("kustomization.yaml"),
+        "resources: [cm.yaml]\n",
+    )
+    .expect("write");
+    let repo = GitRepo::new();
+    repo.write(
+        "overlay/kustomization.yaml",
+        &format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\n",
+            outside.path().display()
+        ),
+    );
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "overlay/kustomization.yaml");
+    assert!(f[0].message.contains("absolute path"), "{}", f[0].message);
+}
+
+#[test]
+fn a_failing_render_is_a_finding_with_the_tools_message() {
+    let repo = GitRepo::new();
+    repo.write(
+        "overlay/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - cm.yaml\npatches:\n  - path: patch.yaml\n",
+    );
+    repo.write(
+        "overlay/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {a: b}\n",
+    );
+    // Patches an object the overlay does not have: kustomize refuses the build.
+    repo.write(
+        "overlay/patch.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: partner-api-typo\nspec:\n  resolution: NONE\n",
+    );
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/failed");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "overlay/kustomization.yaml");
+    assert!(
+        f[0].message.contains("nothing it deploys was checked")
+            && f[0].message.contains("partner-api-typo"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(fail_on(&report), meshward::finding::FailOn::Error);
+    assert_eq!(report.summary.verdict, meshward::report::Verdict::Fail);
+}
+
+#[test]
+fn config_roots_that_are_excluded_or_missing_are_said() {
+    let repo = GitRepo::new();
+    copy_tree(&render_fixture("helm"), &repo.path());
+    repo.write(
+        ".meshward.yaml",
+        "render:\n  roots:\n    - path: charts/egress\n      values: [values-prod.yaml]\n    - path: charts/gone\n  exclude:\n    - charts/egress\n",
+    );
+    let report = check_dir(&repo.path());
+    // The excluded chart is not rendered, and says so: its finding is not there.
+    assert!(with_rule(&report, "serviceentry/none-with-endpoints").is_empty());
+    let excluded = with_rule(&report, "render/excluded");
+    assert_eq!(excluded.len(), 1, "{:#?}", report.findings);
+    assert!(excluded[0].message.contains("charts/egress"));
+    assert!(excluded[0]
+        .message
+        .contains("nothing it deploys is checked"));
+    // A root that is neither a chart nor a kustomization is an error on the config.
+    let failed = with_rule(&report, "render/failed");
+    assert_eq!(failed.len(), 1, "{:#?}", report.findings);
+    assert_eq!(failed[0].file, ".meshward.yaml");
+    assert!(failed[0].message.contains("charts/gone"));
 }

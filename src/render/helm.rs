@@ -113,10 +113,60 @@ pub fn source_map(
             }
         }
     }
+    // Inline values (Argo helm.values/valuesObject, Flux spec.values) come last:
+    // they win over every values file, and their lines are the app object's.
+    if root.inline_values.is_some() {
+        if let Some(node) = read(entry.0).and_then(|app| inline_values_node(&app, root, entry.1)) {
+            values.push((entry.0.to_string(), Arc::new(node)));
+        }
+    }
     SourceMap::Helm {
         template,
         values,
         entry: (entry.0.to_string(), entry.1),
+    }
+}
+
+/// The inline values of the app object whose `entry_line` is in `app_text`, with
+/// the lines they have there.
+fn inline_values_node(app_text: &str, root: &Root, entry_line: u32) -> Option<Node> {
+    let docs = yaml::parse_documents(app_text, &Limits::default()).ok()?;
+    let app = docs
+        .into_iter()
+        .filter(|d| d.start_line <= entry_line)
+        .filter_map(|d| d.result.ok().flatten())
+        .last()?;
+    let mut found = Vec::new();
+    inline_values_candidates(&app, app_text, &mut found);
+    let wanted = root.inline_values.as_ref();
+    let exact = found.iter().position(|n| Some(&n.to_json()) == wanted);
+    let i = exact.unwrap_or(0);
+    (i < found.len()).then(|| found.swap_remove(i))
+}
+
+fn inline_values_candidates(node: &Node, app_text: &str, out: &mut Vec<Node>) {
+    match &node.value {
+        yaml::Value::Map(entries) => {
+            for (k, n) in entries {
+                match (&n.value, k.as_str()) {
+                    (yaml::Value::Map(_), "values" | "valuesObject") => out.push(n.clone()),
+                    (yaml::Value::Str(text), "values") => {
+                        if let Some(doc) = super::kustomize::embedded(app_text, text)
+                            .and_then(|docs| docs.into_iter().next())
+                        {
+                            out.push(doc);
+                        }
+                    }
+                    _ => inline_values_candidates(n, app_text, out),
+                }
+            }
+        }
+        yaml::Value::Seq(items) => {
+            for n in items {
+                inline_values_candidates(n, app_text, out);
+            }
+        }
+        _ => {}
     }
 }
 

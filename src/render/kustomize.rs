@@ -107,6 +107,15 @@ pub fn graph(
             ));
         }
         for r in refs {
+            // kustomize reads an absolute path wherever it points; join() would
+            // take it for a path in the repository.
+            if r.starts_with('/') {
+                g.problems.push(Problem::refused(
+                    &kfile,
+                    &format!("references the absolute path {r:?}; meshward reads only files of the repository, by relative path"),
+                ));
+                continue;
+            }
             if is_remote(&r) {
                 g.problems.push(Problem::refused(
                     &kfile,
@@ -269,21 +278,60 @@ pub fn source_map(
     let original_name = origin_doc
         .as_ref()
         .and_then(|(_, n)| n.get("metadata")?.get("name")?.as_str().map(str::to_string));
+    let targets_it = |target: Option<&Json>| {
+        target.is_none_or(|t| {
+            t.get("kind")
+                .and_then(Json::as_str)
+                .is_none_or(|k| k == kind)
+                && t.get("name").and_then(Json::as_str).is_none_or(|n| {
+                    Some(n) == original_name.as_deref() || rendered_name.contains(n)
+                })
+        })
+    };
     let mut patches = Vec::new();
+    // One patch's documents: a JSON 6902 patch (a list of operations) sets the paths
+    // it names; a strategic-merge patch the fields it holds, if it is this object's.
+    let mut add = |file: &str, docs: Vec<Node>, targeted: bool| {
+        for doc in docs {
+            match &doc.value {
+                yaml::Value::Seq(ops) => {
+                    let ops: Vec<(String, u32)> = ops
+                        .iter()
+                        .filter_map(|op| Some((op.get("path")?.as_str()?.to_string(), op.line)))
+                        .collect();
+                    patches.push(super::Patch::Json {
+                        file: file.to_string(),
+                        ops,
+                    });
+                }
+                _ if targeted || same_object(&doc, original_name.as_deref()) => {
+                    patches.push(super::Patch::Merge {
+                        file: file.to_string(),
+                        doc: Arc::new(doc),
+                    });
+                }
+                _ => {}
+            }
+        }
+    };
     for kfile in patched_in.iter().filter_map(|k| to_repo(k)) {
-        let Some(k) = read(&kfile).and_then(|t| yaml_serde::from_str::<Json>(&t).ok()) else {
+        let Some(text) = read(&kfile) else {
+            continue;
+        };
+        let Ok(k) = yaml_serde::from_str::<Json>(&text) else {
             continue;
         };
         let dir = parent(&kfile).to_string();
-        let mut files: Vec<(String, Option<Json>)> = Vec::new();
-        for p in k
-            .get("patches")
-            .and_then(Json::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(path) = p.get("path").and_then(Json::as_str) {
-                files.push((path.to_string(), p.get("target").cloned()));
+        // (patch file, or the patch itself written into the kustomization; target)
+        let mut found: Vec<(Result<String, String>, Option<Json>)> = Vec::new();
+        for key in ["patches", "patchesJson6902"] {
+            for p in k.get(key).and_then(Json::as_array).into_iter().flatten() {
+                let target = p.get("target").cloned();
+                if let Some(path) = p.get("path").and_then(Json::as_str) {
+                    found.push((Ok(path.to_string()), target));
+                } else if let Some(inline) = p.get("patch").and_then(Json::as_str) {
+                    found.push((Err(inline.to_string()), target));
+                }
             }
         }
         for p in k
@@ -291,100 +339,48 @@ pub fn source_map(
             .and_then(Json::as_array)
             .into_iter()
             .flatten()
+            .filter_map(Json::as_str)
         {
-            if let Some(path) = p.as_str().filter(|s| !s.contains('\n')) {
-                files.push((path.to_string(), None));
+            if p.contains('\n') {
+                found.push((Err(p.to_string()), None));
+            } else {
+                found.push((Ok(p.to_string()), None));
             }
         }
-        for p in k
-            .get("patchesJson6902")
-            .and_then(Json::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(path) = p.get("path").and_then(Json::as_str) {
-                files.push((path.to_string(), p.get("target").cloned()));
-            }
-        }
-        for (rel, target) in files {
-            let Some(file) = join(&dir, &rel) else {
-                continue;
-            };
-            let target_matches = target.as_ref().is_none_or(|t| {
-                t.get("kind")
-                    .and_then(Json::as_str)
-                    .is_none_or(|k| k == kind)
-                    && t.get("name").and_then(Json::as_str).is_none_or(|n| {
-                        Some(n) == original_name.as_deref() || rendered_name.contains(n)
-                    })
-            });
-            if !target_matches {
+        for (patch, target) in found {
+            if !targets_it(target.as_ref()) {
                 continue;
             }
-            for doc in parse(&file) {
-                match &doc.value {
-                    // A JSON 6902 patch: a list of operations.
-                    yaml::Value::Seq(ops) => {
-                        let ops: Vec<(String, u32)> = ops
-                            .iter()
-                            .filter_map(|op| Some((op.get("path")?.as_str()?.to_string(), op.line)))
-                            .collect();
-                        patches.push(super::Patch::Json {
-                            file: file.clone(),
-                            ops,
-                        });
+            match patch {
+                Ok(rel) => {
+                    if let Some(file) = join(&dir, &rel) {
+                        add(&file, parse(&file), target.is_some());
                     }
-                    _ if target.is_some() || same_object(&doc, original_name.as_deref()) => {
-                        patches.push(super::Patch::Merge {
-                            file: file.clone(),
-                            doc: Arc::new(doc),
-                        });
-                    }
-                    _ => {}
+                }
+                Err(inline) => {
+                    let docs = embedded(&text, &inline)
+                        .unwrap_or_else(|| at_line(&inline, line_of_text(&text, &inline)));
+                    add(&kfile, docs, target.is_some());
                 }
             }
         }
     }
-    // Patches the app object itself carries (Flux spec.patches) are applied last, by
-    // the wrapper; a field they set points at the app object.
+    // Patches the app object itself carries (Flux spec.patches, Argo
+    // kustomize.patches) are applied last, by the wrapper; a field they set points
+    // at its line in the app object.
+    let app_text = read(entry.0);
     for p in inline_patches {
-        let targets_it = p.get("target").is_none_or(|t| {
-            t.get("kind")
-                .and_then(Json::as_str)
-                .is_none_or(|k| k == kind)
-                && t.get("name").and_then(Json::as_str).is_none_or(|n| {
-                    Some(n) == original_name.as_deref() || rendered_name.contains(n)
-                })
-        });
         let Some(text) = p.get("patch").and_then(Json::as_str) else {
             continue;
         };
-        if !targets_it {
+        if !targets_it(p.get("target")) {
             continue;
         }
-        let docs = yaml::parse_documents(text, &Limits::default()).unwrap_or_default();
-        for doc in docs.into_iter().filter_map(|d| d.result.ok().flatten()) {
-            // A JSON 6902 patch (a list of operations) sets the paths it names.
-            let doc = match &doc.value {
-                yaml::Value::Seq(ops) => {
-                    let ops = ops
-                        .iter()
-                        .filter_map(|op| Some((op.get("path")?.as_str()?.to_string(), entry.1)))
-                        .collect();
-                    patches.push(super::Patch::Json {
-                        file: entry.0.to_string(),
-                        ops,
-                    });
-                    continue;
-                }
-                _ => doc,
-            };
-            patches.push(super::Patch::Merge {
-                file: entry.0.to_string(),
-                // Lines inside an inline patch are not lines of the app's file.
-                doc: Arc::new(flatten_lines(doc, entry.1)),
-            });
-        }
+        let docs = app_text
+            .as_deref()
+            .and_then(|app| embedded(app, text))
+            .unwrap_or_else(|| at_line(text, entry.1));
+        add(entry.0, docs, p.get("target").is_some());
     }
     SourceMap::Kustomize {
         origin: origin_doc,
@@ -393,21 +389,94 @@ pub fn source_map(
     }
 }
 
+/// The documents of a YAML text written inside another YAML file (an inline patch,
+/// inline values), with the lines they have in that file. None when the text is
+/// not found there as a string.
+pub fn embedded(file_text: &str, text: &str) -> Option<Vec<Node>> {
+    let docs = yaml::parse_documents(file_text, &Limits::default()).ok()?;
+    let line = docs
+        .iter()
+        .filter_map(|d| d.result.as_ref().ok().and_then(Option::as_ref))
+        .find_map(|n| string_line(n, text))?;
+    // A block scalar (`patch: |`) starts on the line after its indicator.
+    let indicator = file_text
+        .lines()
+        .nth(line.saturating_sub(1) as usize)
+        .map(|l| {
+            let t = l.trim_end();
+            let last = t.rsplit([':', ' ']).next().unwrap_or("");
+            last.starts_with('|') || last.starts_with('>')
+        })
+        .unwrap_or(false);
+    let offset = if indicator {
+        line
+    } else {
+        line.saturating_sub(1)
+    };
+    let parsed = yaml::parse_documents(text, &Limits::default()).ok()?;
+    Some(
+        parsed
+            .into_iter()
+            .filter_map(|d| d.result.ok().flatten())
+            .map(|n| shift(n, offset))
+            .collect(),
+    )
+}
+
+/// Line of the string node holding exactly `text`.
+fn string_line(node: &Node, text: &str) -> Option<u32> {
+    match &node.value {
+        yaml::Value::Str(s) if s == text => Some(node.line),
+        yaml::Value::Seq(items) => items.iter().find_map(|n| string_line(n, text)),
+        yaml::Value::Map(entries) => entries.iter().find_map(|(_, n)| string_line(n, text)),
+        _ => None,
+    }
+}
+
+/// First line of `file_text` that holds the first line of `text` (1 when none).
+fn line_of_text(file_text: &str, text: &str) -> u32 {
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    file_text
+        .lines()
+        .position(|l| !first.is_empty() && l.contains(first))
+        .map_or(1, |i| i as u32 + 1)
+}
+
+/// An inline text's documents with every line at `line`, when where it sits in its
+/// file cannot be found.
+fn at_line(text: &str, line: u32) -> Vec<Node> {
+    yaml::parse_documents(text, &Limits::default())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| d.result.ok().flatten())
+        .map(|n| flatten_lines(n, line))
+        .collect()
+}
+
+fn shift(mut node: Node, by: u32) -> Node {
+    node.line += by;
+    node.value = map_children(node.value, &|n| shift(n, by));
+    node
+}
+
 fn flatten_lines(mut node: Node, line: u32) -> Node {
     node.line = line;
-    node.value = match node.value {
-        yaml::Value::Seq(items) => {
-            yaml::Value::Seq(items.into_iter().map(|n| flatten_lines(n, line)).collect())
-        }
-        yaml::Value::Map(entries) => yaml::Value::Map(
-            entries
-                .into_iter()
-                .map(|(k, n)| (k, flatten_lines(n, line)))
-                .collect(),
-        ),
-        other => other,
-    };
+    node.value = map_children(node.value, &|n| flatten_lines(n, line));
     node
+}
+
+fn map_children(value: yaml::Value, f: &dyn Fn(Node) -> Node) -> yaml::Value {
+    match value {
+        yaml::Value::Seq(items) => yaml::Value::Seq(items.into_iter().map(f).collect()),
+        yaml::Value::Map(entries) => {
+            yaml::Value::Map(entries.into_iter().map(|(k, n)| (k, f(n))).collect())
+        }
+        other => other,
+    }
 }
 
 /// Relative path from the wrapper folder to the root folder.

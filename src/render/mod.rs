@@ -4,6 +4,7 @@
 //! checkout, with time and output limits. Every failure is a finding on the root.
 
 pub mod appset;
+pub mod context;
 pub mod helm;
 pub mod kustomize;
 pub mod roots;
@@ -53,7 +54,7 @@ pub struct ConfigRoot {
 }
 
 /// Something wrong with a root, reported as a finding on its entry file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
     pub rule: &'static str,
     pub severity: Severity,
@@ -200,7 +201,7 @@ impl SourceMap {
 }
 
 /// A root with what it reads.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlannedRoot {
     pub root: Root,
     /// Folders whose files it reads (kustomization folders, the chart folder).
@@ -602,6 +603,7 @@ fn apply_config_root(p: &mut PlannedRoot, c: &ConfigRoot, values: &[String]) {
 }
 
 /// The result of rendering one root.
+#[derive(Clone)]
 pub struct Rendered {
     pub resources: Vec<Resource>,
     pub findings: Vec<Finding>,
