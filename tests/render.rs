@@ -596,3 +596,30 @@ fn config_roots_that_are_excluded_or_missing_are_said() {
     assert_eq!(failed[0].file, ".meshward.yaml");
     assert!(failed[0].message.contains("charts/gone"));
 }
+
+#[test]
+fn a_field_no_line_can_be_found_for_says_so() {
+    let repo = GitRepo::new();
+    repo.write(
+        "charts/egress/Chart.yaml",
+        "apiVersion: v2\nname: egress\nversion: 0.1.0\n",
+    );
+    // The whole spec on one line: no line of the template starts with `resolution:`.
+    repo.write(
+        "charts/egress/templates/se.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: partner-api\nspec: {hosts: [api.partner.example], location: MESH_EXTERNAL, resolution: NONE, ports: [{number: 443, name: https, protocol: TLS}], endpoints: [{address: 203.0.113.10}]}\n",
+    );
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(
+        (f[0].file.as_str(), f[0].line),
+        ("charts/egress/templates/se.yaml", 1)
+    );
+    assert!(
+        f[0].message
+            .contains("meshward could not find the line in the template"),
+        "{}",
+        f[0].message
+    );
+}

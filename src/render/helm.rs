@@ -133,9 +133,9 @@ fn inline_values_node(app_text: &str, root: &Root, entry_line: u32) -> Option<No
     let docs = yaml::parse_documents(app_text, &Limits::default()).ok()?;
     let app = docs
         .into_iter()
+        .rev()
         .filter(|d| d.start_line <= entry_line)
-        .filter_map(|d| d.result.ok().flatten())
-        .last()?;
+        .find_map(|d| d.result.ok().flatten())?;
     let mut found = Vec::new();
     inline_values_candidates(&app, app_text, &mut found);
     let wanted = root.inline_values.as_ref();

@@ -139,9 +139,18 @@ pub fn run(mut cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Ve
             }
         }
     });
+    // stderr is drained to the end but only its start kept: closing it early would
+    // kill a tool that warns a lot (SIGPIPE) while its output is still good.
     let err_reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
-        let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut buf);
+        let mut chunk = [0u8; 16 * 1024];
+        while let Ok(n) = stderr.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            let room = (64 * 1024usize).saturating_sub(buf.len());
+            buf.extend_from_slice(&chunk[..n.min(room)]);
+        }
         buf
     });
     let status = match child.wait_timeout(limits.timeout) {
@@ -168,4 +177,35 @@ pub fn run(mut cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Ve
         }));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Result<Vec<u8>, RunError> {
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c").arg(script);
+        run(cmd, scratch.path(), &RenderLimits::default())
+    }
+
+    #[test]
+    fn a_tool_that_warns_a_lot_still_renders() {
+        // 1 MiB of warnings: more than a pipe holds and than is kept.
+        let out = sh("head -c 1048576 /dev/zero | tr '\\0' w >&2; echo rendered");
+        assert!(matches!(out, Ok(ref o) if o == b"rendered\n"));
+    }
+
+    #[test]
+    fn a_failing_tools_message_is_kept_to_its_start() {
+        match sh("echo 'Error: first line' >&2; head -c 1048576 /dev/zero | tr '\\0' x >&2; exit 3")
+        {
+            Err(RunError::Failed(msg)) => {
+                assert!(msg.starts_with("Error: first line"), "{}", &msg[..40]);
+                assert!(msg.len() <= 64 * 1024);
+            }
+            _ => panic!("expected a failure"),
+        }
+    }
 }
