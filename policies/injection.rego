@@ -40,6 +40,7 @@ findings contains f if {
 		"istio_code": "IST0102",
 		"resource": resource,
 		"path": path,
+		"subjects": sort(ids),
 		"message": not_injected_message(ns, ids),
 	}
 }

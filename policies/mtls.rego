@@ -71,6 +71,7 @@ findings contains f if {
 		"severity": "error",
 		"resource": pa.resource,
 		"path": lib.strict_path(pa),
+		"subjects": sort(unproxied),
 		"message": sprintf(
 			"%s requires STRICT mTLS for %s, but %d of its %s %s no Istio proxy (%s): STRICT is not enforced on %s (plaintext is still accepted), and %s calls to STRICT peers will get no response (curl 000). Give %s a sidecar (enable injection, drop sidecar.istio.io/inject: \"false\", roll out) or keep PERMISSIVE until then.",
 			[

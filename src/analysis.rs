@@ -11,7 +11,7 @@ use crate::report::{CoverageReport, Report, RevisionSummary, Summary, Suppressed
 use crate::workspace::Tree;
 use anyhow::Result;
 use chrono::NaiveDate;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 pub const REPO_POLICY_DIR: &str = ".meshward/policies/";
 
@@ -730,22 +730,45 @@ fn to_finding(
         path: raw.path,
         message,
         istio_code: raw.istio_code,
+        subjects: {
+            let mut s = raw.subjects;
+            s.sort();
+            s.dedup();
+            s
+        },
     }))
 }
 
 /// Marks each head finding introduced or existing, and adds base-only ones as resolved.
+/// A finding base had too is introduced still when it names a subject base's did
+/// not: a second workload left without a proxy is a new breakage.
 fn diff(base: &[Finding], head: &[Finding]) -> Vec<Finding> {
     let mut remaining: HashMap<(String, String, String), usize> = HashMap::new();
+    let mut base_subjects: HashMap<(String, String, String), HashSet<&str>> = HashMap::new();
     for f in base {
         *remaining.entry(f.identity()).or_default() += 1;
+        base_subjects
+            .entry(f.identity())
+            .or_default()
+            .extend(f.subjects.iter().map(String::as_str));
     }
     let mut out = Vec::with_capacity(head.len());
     for f in head {
         let mut f = f.clone();
-        f.status = match remaining.get_mut(&f.identity()) {
+        let id = f.identity();
+        let new_subject = f.subjects.iter().any(|s| {
+            !base_subjects
+                .get(&id)
+                .is_some_and(|known| known.contains(s.as_str()))
+        });
+        f.status = match remaining.get_mut(&id) {
             Some(n) if *n > 0 => {
                 *n -= 1;
-                Status::Existing
+                if new_subject {
+                    Status::Introduced
+                } else {
+                    Status::Existing
+                }
             }
             _ => Status::Introduced,
         };

@@ -116,6 +116,11 @@ pub struct Finding {
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub istio_code: Option<String>,
+    /// The objects a finding about many names (the workloads a STRICT scope leaves
+    /// without a proxy): a head finding naming one that base's did not is
+    /// introduced, though it is about the same resource and field.
+    #[serde(skip)]
+    pub subjects: Vec<String>,
 }
 
 impl Finding {

@@ -270,3 +270,33 @@ fn subdirectory_of_a_repository() {
     assert_eq!(f.len(), 1, "only files under the checked folder: {f:#?}");
     assert_eq!(f[0].file, "new.yaml");
 }
+
+fn opted_out(name: &str) -> String {
+    format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n      annotations: {{sidecar.istio.io/inject: \"false\"}}\n    spec:\n      containers:\n        - name: {name}\n          image: registry.example.com/{name}:1\n")
+}
+
+#[test]
+fn a_second_workload_left_unenforced_under_strict_is_introduced() {
+    let repo = GitRepo::new();
+    let strict = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata:\n  name: default\n  namespace: shop\nspec:\n  mtls: {mode: STRICT}\n";
+    let base = repo.commit_files(
+        &[("shop.yaml", strict), ("legacy.yaml", &opted_out("legacy"))],
+        "STRICT shop with one known exception",
+    );
+    repo.write("batch.yaml", &opted_out("batch"));
+    let head = repo.commit("a second workload without a proxy");
+    let report = check_change(&repo, &base, &head);
+    let f = with_rule(&report, "mtls/strict-unenforced-workloads");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].status, Status::Introduced);
+    assert!(f[0].message.contains("shop/batch"), "{}", f[0].message);
+    assert_eq!(report.summary.verdict, Verdict::Fail);
+
+    // Fixing one of two leaves a finding base had, about fewer workloads: existing.
+    std::fs::remove_file(repo.path().join("legacy.yaml")).expect("rm");
+    let next = repo.commit("legacy retired");
+    let report = check_change(&repo, &head, &next);
+    let f = with_rule(&report, "mtls/strict-unenforced-workloads");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].status, Status::Existing);
+}

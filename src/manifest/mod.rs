@@ -115,6 +115,7 @@ pub fn input_finding(
     message: String,
 ) -> Finding {
     Finding {
+        subjects: Vec::new(),
         rule: rule.to_string(),
         severity,
         status: Status::Existing,
@@ -314,6 +315,7 @@ fn report_duplicates(out: &mut Loaded) {
     for r in &out.resources {
         if let Some(first) = seen.get(r.id.as_str()) {
             dups.push(Finding {
+                subjects: Vec::new(),
                 rule: "manifest/duplicate-resource".into(),
                 severity: Severity::Warning,
                 status: Status::Existing,

@@ -96,6 +96,8 @@ pub struct RawFinding {
     pub message: String,
     #[serde(default)]
     pub istio_code: Option<String>,
+    #[serde(default)]
+    pub subjects: Vec<String>,
 }
 
 /// A policy that could not be loaded or evaluated: reported, never silently dropped.

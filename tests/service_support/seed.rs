@@ -101,6 +101,7 @@ fn coverage(namespaces: &[Ns]) -> Coverage {
 
 fn finding(ns: &str, i: usize, status: Status) -> Finding {
     Finding {
+        subjects: Vec::new(),
         rule: "selector/matches-nothing".into(),
         severity: Severity::Error,
         status,
