@@ -266,6 +266,7 @@ pub fn analyze(
         None => Default::default(),
     };
     Ok(Report {
+        repo_prefix: String::new(),
         findings,
         suppressed,
         evidence,

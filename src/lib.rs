@@ -111,7 +111,7 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         today: req.today,
         limits: manifest::Limits::default(),
     };
-    let report = analysis::analyze(
+    let mut report = analysis::analyze(
         base.as_ref().map(|(tree, label)| Revision {
             label: label.clone(),
             tree,
@@ -126,6 +126,14 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "analysed"
     );
+    if let Ok(report) = &mut report {
+        report.repo_prefix = match &repo {
+            Some(repo) => repo.prefix.clone(),
+            None => workspace::GitRepo::discover(&req.path)
+                .map(|r| r.prefix)
+                .unwrap_or_default(),
+        };
+    }
     report
 }
 

@@ -187,3 +187,30 @@ fn policy_test_command_fails_on_a_failing_test() {
                 .and(predicate::str::contains("1 passed, 1 failed")),
         );
 }
+
+#[test]
+fn sarif_paths_are_from_the_repository_root_when_a_subfolder_is_checked() {
+    let repo = GitRepo::new();
+    let fail = fixtures().join("rules/serviceentry__none-with-endpoints/fail");
+    std::fs::create_dir_all(repo.path().join("clusters/prod")).expect("mkdir");
+    copy_tree(&fail, &repo.path().join("clusters/prod"));
+    repo.commit("prod");
+    let out = meshward()
+        .arg("check")
+        .arg(repo.path().join("clusters/prod"))
+        .args(["--format", "sarif", "--fail-on", "never"])
+        .output()
+        .expect("runs");
+    let sarif: serde_json::Value = serde_json::from_slice(&out.stdout).expect("sarif");
+    let uris: Vec<&str> = sarif["runs"][0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|r| r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].as_str())
+        .collect();
+    assert!(!uris.is_empty());
+    for uri in uris {
+        assert!(uri.starts_with("clusters/prod/"), "{uri}");
+        assert!(repo.path().join(uri).is_file(), "{uri}");
+    }
+}

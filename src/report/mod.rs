@@ -29,6 +29,12 @@ pub struct Report {
     /// The mesh models, for the sections that explain a change. Not part of the JSON.
     #[serde(skip)]
     pub models: Models,
+    /// Where the checked folder sits in its git repository (`apps/` for `meshward
+    /// check apps`; empty at the root or outside git). Finding paths are relative to
+    /// the checked folder; SARIF gives them from the repository root, as code
+    /// scanning reads them.
+    #[serde(skip)]
+    pub repo_prefix: String,
 }
 
 #[derive(Debug, Clone, Default)]

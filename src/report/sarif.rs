@@ -65,7 +65,10 @@ pub fn render(report: &Report) -> Value {
                 "message": {"text": f.message},
                 "locations": [{
                     "physicalLocation": {
-                        "artifactLocation": {"uri": f.file, "uriBaseId": "%SRCROOT%"},
+                        "artifactLocation": {
+                            "uri": format!("{}{}", report.repo_prefix, f.file),
+                            "uriBaseId": "%SRCROOT%",
+                        },
                         "region": {"startLine": f.line.max(1)}
                     }
                 }],
