@@ -175,7 +175,9 @@ fn policy_test_command_fails_on_a_failing_test() {
         "package t\n\nimport rego.v1\n\nx := 1\n",
     )
     .expect("w");
-    std::fs::write(dir.path().join("p_test.rego"), "package t_test\n\nimport rego.v1\n\ntest_ok if data.t.x == 1\n\ntest_bad if data.t.x == 2\n").expect("w");
+    // Tests in a subfolder are found too.
+    std::fs::create_dir_all(dir.path().join("tests")).expect("mkdir");
+    std::fs::write(dir.path().join("tests/p_test.rego"), "package t_test\n\nimport rego.v1\n\ntest_ok if data.t.x == 1\n\ntest_bad if data.t.x == 2\n").expect("w");
     meshward()
         .args(["policy", "test"])
         .arg(dir.path())

@@ -59,26 +59,46 @@ pub fn builtin() -> Vec<PolicySource> {
     out
 }
 
-/// Every `.rego` file directly in `dir` (sorted), named by `display_prefix/file`.
+/// Every `.rego` file in `dir` and its subfolders (sorted), named by
+/// `display_prefix/relative path`.
 pub fn load_dir(dir: &Path, display_prefix: &str) -> Result<Vec<PolicySource>> {
     let mut out = Vec::new();
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read policy folder {}", dir.display()))?;
-    for entry in entries {
-        let entry = entry?;
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "rego") && entry.file_type()?.is_file() {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+    // Subfolders too, as `.meshward/policies/` is read from a revision; symbolic
+    // links are not followed (file_type does not follow them).
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((folder, rel)) = stack.pop() {
+        let entries = std::fs::read_dir(&folder)
+            .with_context(|| format!("cannot read policy folder {}", folder.display()))?;
+        for entry in entries {
+            let entry = entry?;
+            let path = entry.path();
+            let kind = entry.file_type()?;
             let name = entry.file_name().to_string_lossy().to_string();
-            out.push(PolicySource {
-                path: if display_prefix.is_empty() {
-                    path.display().to_string()
-                } else {
-                    format!("{display_prefix}/{name}")
-                },
-                text,
-            });
+            let rel_name = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if kind.is_dir() && !name.starts_with('.') {
+                if rel_name.matches('/').count() >= 16 {
+                    anyhow::bail!(
+                        "policy folder {} is nested more than 16 levels deep; meshward reads no deeper",
+                        path.display()
+                    );
+                }
+                stack.push((path, rel_name));
+            } else if path.extension().is_some_and(|e| e == "rego") && kind.is_file() {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                out.push(PolicySource {
+                    path: if display_prefix.is_empty() {
+                        path.display().to_string()
+                    } else {
+                        format!("{display_prefix}/{rel_name}")
+                    },
+                    text,
+                });
+            }
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
