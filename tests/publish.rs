@@ -1034,6 +1034,66 @@ async fn a_rerun_of_a_commit_without_a_pull_request_posts_nothing(store: Store) 
     assert!(fake.calls_to("/tarball/").is_empty());
 }
 
+/// A fork's branch may be named like the default branch. A re-run of its pull
+/// request's check (no pull request listed, head branch `main`) is still the check
+/// of that pull request, not a baseline of the fork's code; a re-run of a commit
+/// that is on this repository's main is a baseline, and posts nothing.
+async fn a_rerun_on_a_branch_named_like_the_default_is_a_baseline_only_on_it(store: Store) {
+    let fake = FakeGitHub::start().await;
+    fake.add_repo(REPO, REPO_ID, INSTALLATION);
+    let base = fake.commit(REPO, None, &[(NS_FILE, NAMESPACE)]);
+    fake.set_branch(REPO, "main", &base);
+    let head = fake.commit(
+        REPO,
+        Some(&base),
+        &[(NS_FILE, NAMESPACE), (PAYMENTS, BAD_SERVICE_ENTRY)],
+    );
+    fake.open_pull_from(REPO, "mallory/gitops", 9, &base, &head);
+    let store = migrated(store).await;
+    let clock = Clock::manual(0);
+    let (w, metrics) = app_worker(&fake, &store, &clock);
+    let app = router(app_state(store.clone(), metrics, clock.clone()));
+    let rerun = |sha: &str, delivery: &str| {
+        let mut suite = payload("check_suite.rerequested");
+        suite["check_suite"]["head_sha"] = sha.into();
+        suite["check_suite"]["head_branch"] = "main".into();
+        suite["check_suite"]["pull_requests"] = serde_json::json!([]);
+        webhook_request(
+            "check_suite",
+            delivery,
+            &serde_json::to_vec(&suite).unwrap(),
+            Some(SECRET),
+        )
+    };
+
+    let (status, text) = send(&app, rerun(&head, "fork-main-1")).await;
+    assert_eq!(status, 202, "{text}");
+    succeeded(&run_one(&w).await.1);
+    let runs = store.runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].kind, runs[0].pr_number), (JobKind::Check, Some(9)));
+    let repo = fake.repo(REPO);
+    assert_eq!(repo.check_runs.len(), 1);
+    assert_eq!(
+        repo.issue_comments.values().next().map(|c| c.number),
+        Some(9)
+    );
+
+    let (status, text) = send(&app, rerun(&base, "main-1")).await;
+    assert_eq!(status, 202, "{text}");
+    succeeded(&run_one(&w).await.1);
+    let runs = store.runs(&RunFilter::default()).await.unwrap();
+    let baseline: Vec<_> = runs
+        .iter()
+        .filter(|r| r.kind == JobKind::Baseline)
+        .collect();
+    assert_eq!(baseline.len(), 1, "{runs:?}");
+    assert_eq!(baseline[0].head_sha, base);
+    let repo = fake.repo(REPO);
+    assert_eq!(repo.check_runs.len(), 1, "a baseline posts nothing");
+    assert_eq!(repo.issue_comments.len(), 1);
+}
+
 /// A finding fixed by one push and brought back by the next gets a new inline
 /// comment (its old thread stays answered and resolved), and the new comment is
 /// answered in turn when the finding goes again.
@@ -1305,6 +1365,7 @@ contract!(
     a_run_for_an_older_commit_leaves_the_summary_alone,
     a_rerun_of_a_fork_pull_request_is_checked_and_published,
     a_rerun_of_a_commit_without_a_pull_request_posts_nothing,
+    a_rerun_on_a_branch_named_like_the_default_is_a_baseline_only_on_it,
     a_finding_that_comes_back_gets_a_new_inline_comment,
     a_server_error_retry_after_is_honoured,
     a_refused_review_leaves_the_findings_in_the_summary,

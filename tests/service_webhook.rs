@@ -159,7 +159,9 @@ async fn relevant_events_queue_the_right_jobs(store: Store) {
     // Re-requested check suite of PR 2 (the fixture).
     let suite = payload("check_suite.rerequested");
     assert_eq!(post(&app, "check_suite", "d-3", &suite).await.0, 202);
-    // Re-requested check run, on the default branch with no PR: a baseline.
+    // Re-requested check run, on a branch named like the default with no PR: a
+    // job the worker makes a baseline only if the commit is on main here (a fork's
+    // branch may be called main too).
     let mut run = payload("check_run.rerequested");
     run["check_run"]["check_suite"]["head_branch"] = "main".into();
     run["check_run"]["head_sha"] = sha('e').into();
@@ -185,10 +187,11 @@ async fn relevant_events_queue_the_right_jobs(store: Store) {
             (JobKind::Check, Some(11), "a".into()),
             (JobKind::Baseline, None, "c".into()),
             (JobKind::Check, Some(2), "e".into()),
-            (JobKind::Baseline, None, "e".into()),
+            (JobKind::Check, None, "e".into()),
             (JobKind::Check, Some(9), "f".into()),
         ]
     );
+    assert_eq!(jobs[5].base_ref.as_deref(), Some("main"));
     let suite_job = &jobs[4];
     assert_eq!(
         suite_job.base_sha.as_deref(),

@@ -675,6 +675,20 @@ impl RepoClient {
             .map(str::to_string)
             .ok_or_else(|| anyhow!("compare {base}...{head} has no merge base"))
     }
+
+    /// Whether `sha` is on `branch` of this repository (the branch's tip or an
+    /// ancestor of it): a commit of a fork's branch of the same name is not.
+    pub async fn on_branch(&self, branch: &str, sha: &str) -> Result<bool> {
+        check_sha(sha)?;
+        let ok = |c: char| c.is_ascii_alphanumeric() || "-_./".contains(c);
+        if branch.is_empty() || branch.contains("..") || !branch.chars().all(ok) {
+            bail!("{branch:?} is not a branch name meshward reads");
+        }
+        let v = self
+            .get_json(&format!("/repos/{}/compare/{sha}...{branch}", self.repo))
+            .await?;
+        Ok(v["merge_base_commit"]["sha"].as_str() == Some(sha))
+    }
 }
 
 /// A repository name from a webhook goes into a URL path: `owner/name` of GitHub's

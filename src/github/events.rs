@@ -308,15 +308,14 @@ pub fn interpret(
                         (&head_branch, &repository.default_branch),
                         (Some(h), Some(d)) if h == d
                     );
-                    // Off the default branch, an empty list is what GitHub sends for
-                    // a pull request from a fork: a check job without a PR number,
-                    // whose worker finds the pull request of the head commit.
+                    // An empty list is what GitHub sends for a pull request from a
+                    // fork: a check job without a PR number, whose worker finds the
+                    // pull request of the head commit. A fork's branch may be named
+                    // like the default branch, so the name alone does not make a
+                    // baseline: the worker runs one only if the commit is on the
+                    // default branch (`base_ref`) of this repository.
                     vec![NewJob {
-                        kind: if on_default {
-                            JobKind::Baseline
-                        } else {
-                            JobKind::Check
-                        },
+                        kind: JobKind::Check,
                         repo_id: repository.id,
                         repo: repository.full_name.clone(),
                         installation_id,
@@ -533,9 +532,13 @@ mod tests {
                 (j[0].head_sha.as_str(), j[0].installation_id),
                 ("abc123", Some(9))
             );
-            // On the default branch: a baseline, as before.
+            // Named like the default branch: the worker decides, by where the
+            // commit is, whether it is a baseline.
             let j = jobs(event, &rerequested(event, "main", serde_json::json!([])));
-            assert_eq!((j[0].kind, j[0].pr_number), (JobKind::Baseline, None));
+            assert_eq!(
+                (j[0].kind, j[0].pr_number, j[0].base_ref.as_deref()),
+                (JobKind::Check, None, Some("main"))
+            );
         }
     }
 }

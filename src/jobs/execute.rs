@@ -66,7 +66,7 @@ pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Resu
     let client = github.repo(&job.repo, job.installation_id).await?;
     let resolved;
     let job = if job.kind == JobKind::Check && job.pr_number.is_none() {
-        resolved = resolve_pull_request(worker, &client, job).await?;
+        resolved = resolve_rerun(worker, &client, job).await?;
         &resolved
     } else {
         job
@@ -159,6 +159,29 @@ pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Resu
         t.publish(run_id, plan).await?;
     }
     Ok(Done::Stored { run_id, outcome })
+}
+
+/// A re-run that names no pull request: a baseline when its branch was named like
+/// the default branch (`base_ref`) and the commit is on that branch here; else
+/// the check of a fork's pull request, whose pull request is found.
+async fn resolve_rerun(worker: &Worker, client: &RepoClient, job: &Job) -> Result<Job> {
+    if let Some(branch) = &job.base_ref {
+        if client
+            .on_branch(branch, &job.head_sha)
+            .await
+            .with_context(|| format!("is {} on {branch}?", short(&job.head_sha)))?
+        {
+            tracing::info!(
+                branch,
+                "re-run of a commit on the default branch: a baseline"
+            );
+            return Ok(Job {
+                kind: JobKind::Baseline,
+                ..job.clone()
+            });
+        }
+    }
+    resolve_pull_request(worker, client, job).await
 }
 
 /// Pages of open pull requests read to find a re-run's (100 each).

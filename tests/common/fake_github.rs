@@ -120,6 +120,8 @@ pub struct Repo {
     pub default_branch: String,
     pub installation_id: i64,
     pub commits: BTreeMap<String, Commit>,
+    /// Branch name → tip commit, for the compare endpoint.
+    pub branches: BTreeMap<String, String>,
     pub pulls: BTreeMap<i64, Pull>,
     pub check_runs: BTreeMap<i64, CheckRun>,
     pub statuses: Vec<CommitStatus>,
@@ -261,6 +263,7 @@ impl FakeGitHub {
                 default_branch: "main".to_string(),
                 installation_id,
                 commits: BTreeMap::new(),
+                branches: BTreeMap::new(),
                 pulls: BTreeMap::new(),
                 check_runs: BTreeMap::new(),
                 statuses: Vec::new(),
@@ -294,6 +297,13 @@ impl FakeGitHub {
             },
         );
         sha
+    }
+
+    /// Points `branch` of `repo` at `sha`.
+    pub fn set_branch(&self, repo: &str, branch: &str, sha: &str) {
+        let mut m = self.model();
+        let r = m.repos.get_mut(repo).expect("repo exists");
+        r.branches.insert(branch.to_string(), sha.to_string());
     }
 
     pub fn open_pull(&self, repo: &str, number: i64, base_sha: &str, head_sha: &str) {
@@ -589,7 +599,8 @@ impl Responder {
                     return not_found();
                 };
                 let r = &m.repos[&repo];
-                match merge_base(r, base, head) {
+                let named = |s: &str| r.branches.get(s).cloned().unwrap_or_else(|| s.to_string());
+                match merge_base(r, &named(base), &named(head)) {
                     Some(mb) => json(
                         200,
                         serde_json::json!({"merge_base_commit": {"sha": mb}, "status": "ahead"}),
