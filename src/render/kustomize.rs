@@ -2,7 +2,9 @@
 //! build through a wrapper kustomization that asks for origin annotations, and the
 //! mapping of rendered fields back to the resource or patch that set them.
 
-use super::roots::{is_remote, join, parent, KustomizeOptions, KUSTOMIZATION_FILES};
+use super::roots::{
+    is_remote, join, parent, strings, InlinePatch, KustomizeOptions, KUSTOMIZATION_FILES,
+};
 use super::{Problem, SourceMap};
 use crate::manifest::yaml::{self, Limits, Node};
 use serde_json::Value as Json;
@@ -29,17 +31,6 @@ pub fn kustomization_file(dir: &str, exists: &dyn Fn(&str) -> bool) -> Option<St
 
 fn read_json(read: &dyn Fn(&str) -> Option<String>, path: &str) -> Option<Json> {
     yaml_serde::from_str::<Json>(&read(path)?).ok()
-}
-
-fn strings(v: Option<&Json>) -> Vec<String> {
-    v.and_then(Json::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Json::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Walks the kustomization graph from `dir`. `exists` answers for files, `is_dir`
@@ -130,14 +121,29 @@ pub fn graph(
 }
 
 /// The wrapper kustomization: the root as its only resource, origin annotations on,
-/// and the app object's options.
-pub fn wrapper(relative_root: &str, opts: &KustomizeOptions) -> String {
+/// and the app object's options. `relative` maps a folder of the repository to a
+/// path relative to the wrapper.
+pub fn wrapper(
+    relative_root: &str,
+    opts: &KustomizeOptions,
+    relative: &dyn Fn(&str) -> String,
+) -> String {
     let mut k = serde_json::json!({
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": [relative_root],
         "buildMetadata": ["originAnnotations", "transformerAnnotations"],
     });
+    if !opts.components.is_empty() {
+        let components: Vec<String> = opts.components.iter().map(|c| relative(c)).collect();
+        k["components"] = Json::from(components);
+    }
+    if !opts.common_annotations.is_empty() {
+        k["commonAnnotations"] = serde_json::json!(opts.common_annotations);
+    }
+    if !opts.replicas.is_empty() {
+        k["replicas"] = Json::from(opts.replicas.clone());
+    }
     if let Some(ns) = &opts.namespace {
         k["namespace"] = Json::from(ns.clone());
     }
@@ -148,7 +154,14 @@ pub fn wrapper(relative_root: &str, opts: &KustomizeOptions) -> String {
         k["nameSuffix"] = Json::from(sfx.clone());
     }
     if !opts.common_labels.is_empty() {
-        k["labels"] = serde_json::json!([{"pairs": opts.common_labels, "includeSelectors": false}]);
+        let mut labels = serde_json::json!({
+            "pairs": opts.common_labels,
+            "includeSelectors": opts.labels_include_selectors,
+        });
+        if opts.labels_include_templates {
+            labels["includeTemplates"] = Json::Bool(true);
+        }
+        k["labels"] = Json::from(vec![labels]);
     }
     if !opts.images.is_empty() {
         let images: Vec<Json> = opts
@@ -181,7 +194,8 @@ pub fn wrapper(relative_root: &str, opts: &KustomizeOptions) -> String {
         k["images"] = Json::from(images);
     }
     if !opts.patches.is_empty() {
-        k["patches"] = Json::from(opts.patches.clone());
+        let patches: Vec<Json> = opts.patches.iter().map(|p| p.spec.clone()).collect();
+        k["patches"] = Json::from(patches);
     }
     serde_json::to_string_pretty(&k).unwrap_or_default()
 }
@@ -243,7 +257,7 @@ pub fn source_map(
     to_repo: &dyn Fn(&str) -> Option<String>,
     read: &dyn Fn(&str) -> Option<String>,
     entry: (&str, u32),
-    inline_patches: &[Json],
+    inline_patches: &[InlinePatch],
 ) -> SourceMap {
     let parse = |file: &str| -> Vec<Node> {
         read(file)
@@ -345,10 +359,11 @@ pub fn source_map(
             }
         }
     }
-    // Patches the app object itself carries (Flux spec.patches) are applied last, by
-    // the wrapper; a field they set points at the app object.
+    // Patches the app object itself carries (Flux spec.patches, Argo
+    // kustomize.patches) are applied last, by the wrapper; a field they set points
+    // at the app object, or at the patch file the app object names.
     for p in inline_patches {
-        let targets_it = p.get("target").is_none_or(|t| {
+        let targets_it = p.spec.get("target").is_none_or(|t| {
             t.get("kind")
                 .and_then(Json::as_str)
                 .is_none_or(|k| k == kind)
@@ -356,34 +371,37 @@ pub fn source_map(
                     Some(n) == original_name.as_deref() || rendered_name.contains(n)
                 })
         });
-        let Some(text) = p.get("patch").and_then(Json::as_str) else {
+        let Some(text) = p.spec.get("patch").and_then(Json::as_str) else {
             continue;
         };
         if !targets_it {
             continue;
         }
+        let file = p.file.as_deref().unwrap_or(entry.0);
         let docs = yaml::parse_documents(text, &Limits::default()).unwrap_or_default();
         for doc in docs.into_iter().filter_map(|d| d.result.ok().flatten()) {
-            // A JSON 6902 patch (a list of operations) sets the paths it names.
-            let doc = match &doc.value {
+            // Lines inside an inline patch are not lines of the app's file.
+            let doc = match &p.file {
+                Some(_) => doc,
+                None => flatten_lines(doc, entry.1),
+            };
+            match &doc.value {
+                // A JSON 6902 patch (a list of operations) sets the paths it names.
                 yaml::Value::Seq(ops) => {
                     let ops = ops
                         .iter()
-                        .filter_map(|op| Some((op.get("path")?.as_str()?.to_string(), entry.1)))
+                        .filter_map(|op| Some((op.get("path")?.as_str()?.to_string(), op.line)))
                         .collect();
                     patches.push(super::Patch::Json {
-                        file: entry.0.to_string(),
+                        file: file.to_string(),
                         ops,
                     });
-                    continue;
                 }
-                _ => doc,
-            };
-            patches.push(super::Patch::Merge {
-                file: entry.0.to_string(),
-                // Lines inside an inline patch are not lines of the app's file.
-                doc: Arc::new(flatten_lines(doc, entry.1)),
-            });
+                _ => patches.push(super::Patch::Merge {
+                    file: file.to_string(),
+                    doc: Arc::new(doc),
+                }),
+            }
         }
     }
     SourceMap::Kustomize {
