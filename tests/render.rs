@@ -623,3 +623,480 @@ fn a_field_no_line_can_be_found_for_says_so() {
         f[0].message
     );
 }
+
+// App-object settings: each one applied as the controller applies it, or said.
+
+const THIS_REPO: &str = "https://github.com/acme/gitops";
+
+/// A repository with the `argo` fixture's chart and `.meshward.yaml`, and `files`.
+fn argo_repo(files: &[(&str, &str)]) -> GitRepo {
+    let repo = GitRepo::new();
+    copy_tree(&render_fixture("argo"), &repo.path());
+    std::fs::remove_file(repo.path().join("apps/egress-prod.yaml")).expect("rm");
+    for (path, text) in files {
+        repo.write(path, text);
+    }
+    repo
+}
+
+/// An Application deploying to `egress`, with `sources` (indented under spec).
+fn argo_app(sources: &str) -> String {
+    format!("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: egress-prod\n  namespace: argocd\nspec:\n  project: default\n{sources}  destination:\n    server: https://kubernetes.default.svc\n    namespace: egress\n")
+}
+
+/// A single-source Application of the egress chart with `helm` (indented under it).
+fn egress_chart_app(helm: &str) -> String {
+    argo_app(&format!(
+        "  source:\n    repoURL: {THIS_REPO}\n    path: charts/egress\n    helm:\n{helm}"
+    ))
+}
+
+fn rules(report: &meshward::report::Report) -> Vec<&str> {
+    report.findings.iter().map(|f| f.rule.as_str()).collect()
+}
+
+/// The chart's resolution, as the rules see it: how many findings say NONE with
+/// endpoints, and DNS_ROUND_ROBIN with several.
+fn assert_resolution(report: &meshward::report::Report, none: usize, round_robin: usize) {
+    let count = |rule| with_rule(report, rule).len();
+    assert_eq!(
+        (
+            count("serviceentry/none-with-endpoints"),
+            count("serviceentry/round-robin-multiple-endpoints")
+        ),
+        (none, round_robin),
+        "{:#?}",
+        report.findings
+    );
+}
+
+#[test]
+fn argo_helm_parameters_apply_after_the_values_files() {
+    // values-prod.yaml says NONE; the parameter, passed after it, wins.
+    let repo = argo_repo(&[(
+        "apps/egress.yaml",
+        &egress_chart_app("      valueFiles: [values-prod.yaml]\n      parameters:\n        - name: partner.resolution\n          value: DNS_ROUND_ROBIN\n        - name: partner.host\n          value: \"api.partner.example.com\"\n          forceString: true\n"),
+    )]);
+    let report = check_dir(&repo.path());
+    assert_resolution(&report, 0, 1);
+}
+
+#[test]
+fn argo_helm_file_parameters_read_files_of_the_repository_only() {
+    let app = egress_chart_app(
+        "      fileParameters:\n        - name: partner.resolution\n          path: resolution.txt\n",
+    );
+    let repo = argo_repo(&[("apps/egress.yaml", &app)]);
+    std::fs::write(repo.path().join("charts/egress/resolution.txt"), "NONE").expect("w");
+    let report = check_dir(&repo.path());
+    assert_resolution(&report, 1, 0);
+
+    // A path that leaves the repository is refused, naming it; nothing is rendered.
+    let app = app.replace("path: resolution.txt", "path: ../../../etc/hostname");
+    repo.write("apps/egress.yaml", &app);
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(
+        f[0].message.contains("../../../etc/hostname"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(f[0].file, "apps/egress.yaml");
+    assert_eq!(
+        f[0].line,
+        line_of(
+            &repo.path(),
+            "apps/egress.yaml",
+            "- name: partner.resolution"
+        )
+    );
+    assert_eq!(
+        report.summary.head.resources, 1,
+        "only the Application itself"
+    );
+
+    // So is a symlink that leaves the checkout.
+    let outside = tempfile::tempdir().expect("tmp");
+    std::fs::write(outside.path().join("secret"), "NONE").expect("w");
+    std::fs::remove_file(repo.path().join("charts/egress/resolution.txt")).expect("rm");
+    std::os::unix::fs::symlink(
+        outside.path().join("secret"),
+        repo.path().join("charts/egress/resolution.txt"),
+    )
+    .expect("link");
+    repo.write(
+        "apps/egress.yaml",
+        &app.replace("path: ../../../etc/hostname", "path: resolution.txt"),
+    );
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(f[0].message.contains("symbolic link"), "{}", f[0].message);
+    assert!(with_rule(&report, "serviceentry/none-with-endpoints").is_empty());
+}
+
+#[test]
+fn argo_missing_value_files_fail_unless_ignored() {
+    let helm = "      valueFiles: [values-prod.yaml, values-absent.yaml]\n";
+    let repo = argo_repo(&[("apps/egress.yaml", &egress_chart_app(helm))]);
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/failed");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(
+        f[0].message.contains("values-absent.yaml"),
+        "{}",
+        f[0].message
+    );
+
+    let helm = format!("{helm}      ignoreMissingValueFiles: true\n");
+    repo.write("apps/egress.yaml", &egress_chart_app(&helm));
+    let report = check_dir(&repo.path());
+    assert!(
+        with_rule(&report, "render/failed").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+    let f = with_rule(&report, "render/optional-input-missing");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(
+        f[0].message.contains("charts/egress/values-absent.yaml"),
+        "{}",
+        f[0].message
+    );
+    // The file that exists still applies.
+    assert_resolution(&report, 1, 0);
+}
+
+#[test]
+fn argo_values_object_wins_over_values() {
+    let helm = "      values: |\n        partner:\n          resolution: NONE\n      valuesObject:\n        partner:\n          resolution: DNS_ROUND_ROBIN\n";
+    let repo = argo_repo(&[("apps/egress.yaml", &egress_chart_app(helm))]);
+    let report = check_dir(&repo.path());
+    assert_resolution(&report, 0, 1);
+}
+
+#[test]
+fn value_files_outside_the_repository_are_refused_not_dropped() {
+    let helm = "      valueFiles:\n        - values-prod.yaml\n        - ../../../etc/meshward-values.yaml\n";
+    let repo = argo_repo(&[("apps/egress.yaml", &egress_chart_app(helm))]);
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(
+        f[0].message.contains("../../../etc/meshward-values.yaml"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(
+        f[0].line,
+        line_of(&repo.path(), "apps/egress.yaml", "../../../etc/")
+    );
+    // Not rendered with the values that are left: what it would deploy is unknown.
+    assert!(with_rule(&report, "serviceentry/none-with-endpoints").is_empty());
+
+    // Flux HelmRelease valuesFiles alike.
+    repo.write(
+        "apps/egress.yaml",
+        &flux_release("      valuesFiles: [../outside.yaml]\n", ""),
+    );
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(f[0].message.contains("../outside.yaml"), "{}", f[0].message);
+}
+
+#[test]
+fn argo_multi_source_values_ref_reads_this_repository() {
+    let sources = format!("  sources:\n    - repoURL: {THIS_REPO}\n      path: charts/egress\n      helm:\n        valueFiles:\n          - $values/envs/prod/egress.yaml\n          - $shared/egress/common.yaml\n    - repoURL: {THIS_REPO}.git\n      targetRevision: main\n      ref: values\n    - repoURL: https://github.com/acme/shared-values\n      ref: shared\n");
+    let repo = argo_repo(&[
+        ("apps/egress.yaml", &argo_app(&sources)),
+        ("envs/prod/egress.yaml", "partner:\n  resolution: NONE\n"),
+    ]);
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "envs/prod/egress.yaml");
+    assert!(
+        with_rule(&report, "render/failed").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+    // The values from the other repository are said, and the rest rendered.
+    let ext = with_rule(&report, "render/external-source");
+    assert_eq!(ext.len(), 1, "{:#?}", report.findings);
+    assert!(
+        ext[0].message.contains("$shared/egress/common.yaml")
+            && ext[0].message.contains("acme/shared-values"),
+        "{}",
+        ext[0].message
+    );
+}
+
+/// A folder with its kustomization: an injected namespace, a Deployment, and an
+/// AuthorizationPolicy whose selector only the app object's labels make match.
+fn shop_repo(app_kustomize: &str) -> GitRepo {
+    let repo = GitRepo::new();
+    repo.write(
+        ".meshward.yaml",
+        &format!("render:\n  repo_urls: [{THIS_REPO}]\n"),
+    );
+    repo.write(
+        "mesh/shop/kustomization.yaml",
+        "resources: [namespace.yaml, web.yaml, policy.yaml]\n",
+    );
+    repo.write("mesh/shop/namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels:\n    istio-injection: enabled\n");
+    repo.write("mesh/shop/web.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        - name: web\n          image: registry.example.com/web:1\n");
+    repo.write("mesh/shop/policy.yaml", "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata:\n  name: payments-only\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {team: payments}\n  action: ALLOW\n  rules:\n    - from:\n        - source:\n            namespaces: [shop]\n");
+    repo.write("mesh/components/tier/kustomization.yaml", "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\npatches:\n  - path: tier.yaml\n");
+    repo.write("mesh/components/tier/tier.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  template:\n    metadata:\n      labels:\n        tier: backend\n");
+    repo.write("mesh/patches/sa.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  template:\n    spec:\n      serviceAccountName: payments\n");
+    repo.write(
+        "apps/shop.yaml",
+        &format!("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  namespace: argocd\nspec:\n  source:\n    repoURL: {THIS_REPO}\n    path: mesh/shop\n    kustomize:\n{app_kustomize}  destination:\n    namespace: shop\n"),
+    );
+    repo
+}
+
+fn workload<'a>(report: &'a meshward::report::Report, name: &str) -> &'a meshward::model::Workload {
+    report
+        .models
+        .head
+        .workloads
+        .iter()
+        .find(|w| w.name == name)
+        .unwrap_or_else(|| panic!("no workload {name}: {:#?}", report.models.head.workloads))
+}
+
+#[test]
+fn argo_kustomize_options_apply_as_argo_applies_them() {
+    let repo = shop_repo(concat!(
+        "      commonLabels: {team: payments}\n",
+        "      replicas:\n        - name: web\n          count: \"3\"\n",
+        "      components: [../components/tier]\n",
+        "      patches:\n",
+        "        - path: ../patches/sa.yaml\n",
+        "        - target: {kind: Deployment, name: web}\n",
+        "          patch: |-\n",
+        "            - op: add\n",
+        "              path: /spec/template/metadata/labels/patched\n",
+        "              value: inline\n",
+    ));
+    let report = check_dir(&repo.path());
+    assert!(
+        !rules(&report).iter().any(|r| r.starts_with("render/")),
+        "{:#?}",
+        report.findings
+    );
+    let web = workload(&report, "web");
+    assert_eq!(web.replicas, Some(3), "{:#?}", report.models.head.workloads);
+    assert_eq!(web.service_account, "payments");
+    // Argo's commonLabels reach the pod template (kustomize commonLabels), so the
+    // policy's selector matches; the component's label is there too.
+    assert_eq!(
+        web.labels.get("team").map(String::as_str),
+        Some("payments"),
+        "{web:#?}"
+    );
+    assert_eq!(
+        web.labels.get("tier").map(String::as_str),
+        Some("backend"),
+        "{web:#?}"
+    );
+    assert_eq!(
+        web.labels.get("patched").map(String::as_str),
+        Some("inline"),
+        "{web:#?}"
+    );
+    assert!(
+        with_rule(&report, "selector/matches-nothing").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+
+    // labelWithoutSelector keeps the labels off selectors and templates; common
+    // annotations reach the pod template (here: the workload opts out of injection).
+    let repo = shop_repo("      commonLabels: {team: payments}\n      labelWithoutSelector: true\n      commonAnnotations: {sidecar.istio.io/inject: \"false\"}\n");
+    let report = check_dir(&repo.path());
+    assert!(!workload(&report, "web").labels.contains_key("team"));
+    assert_eq!(
+        with_rule(&report, "selector/matches-nothing").len(),
+        1,
+        "{:#?}",
+        report.findings
+    );
+    assert_eq!(
+        with_rule(&report, "injection/workload-opted-out").len(),
+        1,
+        "{:#?}",
+        report.findings
+    );
+
+    // A component outside the repository is refused.
+    let repo = shop_repo("      components: [../../../../elsewhere]\n");
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(
+        f[0].message.contains("../../../../elsewhere"),
+        "{}",
+        f[0].message
+    );
+}
+
+/// A Flux HelmRelease of the egress chart in namespace egress, with `chart_spec`
+/// (indented under chart.spec) and `spec` (indented under spec).
+fn flux_release(chart_spec: &str, spec: &str) -> String {
+    format!("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: egress\n  namespace: egress\nspec:\n  interval: 10m\n  chart:\n    spec:\n      chart: ./charts/egress\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n        namespace: flux-system\n{chart_spec}{spec}")
+}
+
+#[test]
+fn flux_values_from_merges_config_maps_and_secrets_of_the_repository_in_order() {
+    let values_from = "  valuesFrom:\n    - kind: ConfigMap\n      name: egress-values\n    - kind: Secret\n      name: egress-secret\n      valuesKey: resolution\n      targetPath: partner.resolution\n    - kind: ConfigMap\n      name: egress-extra\n      optional: true\n    - kind: Secret\n      name: egress-credentials\n";
+    let repo = argo_repo(&[
+        ("apps/egress.yaml", &flux_release("", values_from)),
+        (
+            "apps/egress-values.yaml",
+            // NONE (base64) through the Secret's targetPath wins over the ConfigMap.
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: egress-values\n  namespace: egress\ndata:\n  values.yaml: |\n    partner:\n      resolution: DNS_ROUND_ROBIN\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: egress-secret\n  namespace: egress\ndata:\n  resolution: Tk9ORQ==\n",
+        ),
+    ]);
+    let report = check_dir(&repo.path());
+    assert_resolution(&report, 1, 0);
+    let optional = with_rule(&report, "render/optional-input-missing");
+    assert_eq!(optional.len(), 1, "{:#?}", report.findings);
+    assert!(
+        optional[0].message.contains("egress/egress-extra"),
+        "{}",
+        optional[0].message
+    );
+    let f = with_rule(&report, "render/values-unresolved");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(
+        f[0].message.contains("Secret egress/egress-credentials")
+            && f[0].message.contains("rendered without those values"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(
+        f[0].line,
+        line_of(&repo.path(), "apps/egress.yaml", "name: egress-credentials") - 1
+    );
+
+    // spec.values goes on top of everything valuesFrom brings.
+    repo.write(
+        "apps/egress.yaml",
+        &flux_release(
+            "",
+            &format!("{values_from}  values:\n    partner:\n      resolution: DNS_ROUND_ROBIN\n"),
+        ),
+    );
+    let report = check_dir(&repo.path());
+    assert_resolution(&report, 0, 1);
+}
+
+const FLUX_EGRESS_PLAIN: &str = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: egress\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./apps/egress\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  targetNamespace: egress\n";
+
+#[test]
+fn flux_kustomization_of_a_plain_folder_applies_its_options() {
+    let repo = GitRepo::new();
+    copy_tree(&render_fixture("flux"), &repo.path());
+    std::fs::remove_file(repo.path().join("apps/egress/kustomization.yaml")).expect("rm");
+    // A sub-folder with its own kustomization is a resource of the generated one.
+    repo.write(
+        "apps/egress/extra/kustomization.yaml",
+        "resources: [se.yaml]\n",
+    );
+    repo.write(
+        "apps/egress/extra/se.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: other-api\nspec:\n  hosts: [other.example.com]\n  location: MESH_EXTERNAL\n  resolution: NONE\n  ports: [{number: 443, name: https, protocol: TLS}]\n  endpoints: [{address: 10.0.0.1}]\n",
+    );
+    let report = check_dir(&repo.path());
+    // The Flux object's own patch applies to the plain folder's file.
+    let f = with_rule(&report, "serviceentry/round-robin-multiple-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "clusters/prod/egress.yaml");
+    let r = f[0].resource.as_ref().expect("resource");
+    assert_eq!(
+        (r.namespace.as_deref(), r.name.as_str()),
+        (Some("egress"), "partner-api")
+    );
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "apps/egress/extra/se.yaml");
+    // Checked once, through the render: not also as plain files.
+    assert_eq!(
+        report.summary.head.resources, 3,
+        "{:?}",
+        report.models.head_resources
+    );
+    assert!(with_rule(&report, "manifest/duplicate-resource").is_empty());
+
+    // Without any option it stays a plain folder in the target namespace.
+    repo.write("clusters/prod/egress.yaml", FLUX_EGRESS_PLAIN);
+    let report = check_dir(&repo.path());
+    assert!(with_rule(&report, "serviceentry/round-robin-multiple-endpoints").is_empty());
+    let f = with_rule(&report, "serviceentry/none-with-endpoints");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert_eq!(f[0].file, "apps/egress/extra/se.yaml");
+}
+
+#[test]
+fn settings_meshward_does_not_apply_are_said() {
+    let repo = GitRepo::new();
+    copy_tree(&render_fixture("flux"), &repo.path());
+    repo.write(
+        "clusters/prod/egress.yaml",
+        &format!("{FLUX_EGRESS_PLAIN}  postBuild:\n    substitute:\n      cluster: prod\n"),
+    );
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/setting-ignored");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(
+        f[0].message.contains("postBuild.substitute"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(
+        f[0].line,
+        line_of(&repo.path(), "clusters/prod/egress.yaml", "substitute:")
+    );
+
+    let repo = argo_repo(&[(
+        "apps/egress.yaml",
+        &argo_app(&format!("  source:\n    repoURL: {THIS_REPO}\n    path: charts/egress\n    plugin:\n      name: envsubst\n")),
+    )]);
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/setting-ignored");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(f[0].message.contains("plugin"), "{}", f[0].message);
+}
+
+#[test]
+fn argo_directory_options_select_the_files_the_app_applies() {
+    let repo = GitRepo::new();
+    repo.write(
+        ".meshward.yaml",
+        &format!("render:\n  repo_urls: [{THIS_REPO}]\n"),
+    );
+    let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n");
+    repo.write("plain/a.yaml", &cm("a"));
+    repo.write("plain/sub/b.yaml", &cm("b"));
+    repo.write("plain/legacy/c.yaml", &cm("c"));
+    repo.write(
+        "apps/plain.yaml",
+        &format!("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: plain\n  namespace: argocd\nspec:\n  source:\n    repoURL: {THIS_REPO}\n    path: plain\n    directory:\n      recurse: true\n      exclude: 'legacy/*'\n  destination:\n    namespace: shop\n"),
+    );
+    let report = check_dir(&repo.path());
+    let ids = &report.models.head_resources;
+    let namespace_of = |name: &str| {
+        ids.iter()
+            .find(|id| id.ends_with(&format!("/{name}")))
+            .unwrap_or_else(|| panic!("{name} in {ids:?}"))
+            .clone()
+    };
+    // Applied by the app: in its namespace, sub-folders too; the excluded file is not.
+    assert!(namespace_of("a").contains("/shop/"), "{ids:?}");
+    assert!(namespace_of("b").contains("/shop/"), "{ids:?}");
+    assert!(namespace_of("c").contains("/default/"), "{ids:?}");
+}

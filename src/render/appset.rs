@@ -12,6 +12,10 @@ pub trait RepoLookup {
     fn dirs(&self, pattern: &str) -> Vec<String>;
     /// Files matching a glob, with their text.
     fn files(&self, pattern: &str) -> Vec<(String, String)>;
+    /// The text of one file of the checked tree (YAML and JSON files only).
+    fn read(&self, path: &str) -> Option<String>;
+    /// Whether a folder of the checked tree holds YAML or JSON files.
+    fn is_dir(&self, path: &str) -> bool;
 }
 
 /// One set of template parameters, with the files it was read from (a change to
@@ -378,6 +382,15 @@ mod tests {
                 .filter(|(p, _)| m.is_match(p))
                 .map(|(p, t)| (p.to_string(), t.to_string()))
                 .collect()
+        }
+        fn read(&self, path: &str) -> Option<String> {
+            self.0
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map(|(_, t)| t.to_string())
+        }
+        fn is_dir(&self, path: &str) -> bool {
+            self.0.iter().any(|(p, _)| parent(p) == path)
         }
     }
 

@@ -120,6 +120,7 @@ pub fn namespaces(p: &PlannedRoot, files: &[&SourceFile]) -> Namespaces {
         }
     }
     let mut out = BTreeSet::from([root.namespace.clone().unwrap_or_else(|| "default".into())]);
+    out.extend(root.helm.release_namespace.clone());
     for f in files {
         for line in String::from_utf8_lossy(&f.bytes).lines() {
             let Some(v) = namespace_value(line) else {
@@ -149,6 +150,7 @@ pub fn linked(p: &PlannedRoot, files: &[&SourceFile], reach: &Reach, root_namesp
     if reach.namespaces.contains(root_namespace) {
         return true;
     }
+    let root = &p.root;
     let own = match namespaces(p, files) {
         Namespaces::Unknown => return true,
         Namespaces::Known(own) => own,
@@ -160,36 +162,36 @@ pub fn linked(p: &PlannedRoot, files: &[&SourceFile], reach: &Reach, root_namesp
         return true;
     }
     // The root's objects name a namespace the change deploys into (a policy whose
-    // principals are there, a Sidecar importing its hosts, its Namespace object).
-    files.iter().any(|f| {
-        let text = String::from_utf8_lossy(&f.bytes);
-        reach.namespaces.iter().any(|ns| mentions(&text, ns))
-    })
+    // principals are there, a Sidecar importing its hosts, its Namespace object),
+    // in its files or in what its app object sets.
+    let set_by_app = root
+        .inline_values
+        .iter()
+        .map(|v| v.to_string())
+        .chain(root.helm.parameters.iter().map(|p| format!("{:?}", p)))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::iter::once(std::borrow::Cow::Owned(set_by_app))
+        .chain(files.iter().map(|f| String::from_utf8_lossy(&f.bytes)))
+        .any(|text| reach.namespaces.iter().any(|ns| mentions(&text, ns)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::roots::{KustomizeOptions, Root};
+    use crate::render::roots::Root;
 
     fn root(kind: RootKind, path: &str, namespace: Option<&str>) -> PlannedRoot {
+        let mut root = Root::kustomize(path, &format!("{path}/kustomization.yaml"), 1);
+        root.kind = kind;
+        root.namespace = namespace.map(str::to_string);
         PlannedRoot {
-            root: Root {
-                kind,
-                path: path.into(),
-                entry: format!("{path}/kustomization.yaml"),
-                entry_line: 1,
-                namespace: namespace.map(str::to_string),
-                release: None,
-                values: Vec::new(),
-                inline_values: None,
-                kustomize: KustomizeOptions::default(),
-                defined_by: None,
-            },
+            root,
             dirs: BTreeSet::from([path.to_string()]),
             files: BTreeSet::new(),
             app_file: None,
             problems: Vec::new(),
+            notes: Vec::new(),
         }
     }
 

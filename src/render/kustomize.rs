@@ -2,7 +2,9 @@
 //! build through a wrapper kustomization that asks for origin annotations, and the
 //! mapping of rendered fields back to the resource or patch that set them.
 
-use super::roots::{is_remote, join, parent, KustomizeOptions, KUSTOMIZATION_FILES};
+use super::roots::{
+    is_remote, join, parent, strings, InlinePatch, KustomizeOptions, KUSTOMIZATION_FILES,
+};
 use super::{Problem, SourceMap};
 use crate::manifest::yaml::{self, Limits, Node};
 use serde_json::Value as Json;
@@ -29,17 +31,6 @@ pub fn kustomization_file(dir: &str, exists: &dyn Fn(&str) -> bool) -> Option<St
 
 fn read_json(read: &dyn Fn(&str) -> Option<String>, path: &str) -> Option<Json> {
     yaml_serde::from_str::<Json>(&read(path)?).ok()
-}
-
-fn strings(v: Option<&Json>) -> Vec<String> {
-    v.and_then(Json::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Json::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Walks the kustomization graph from `dir`. `exists` answers for files, `is_dir`
@@ -139,14 +130,29 @@ pub fn graph(
 }
 
 /// The wrapper kustomization: the root as its only resource, origin annotations on,
-/// and the app object's options.
-pub fn wrapper(relative_root: &str, opts: &KustomizeOptions) -> String {
+/// and the app object's options. `relative` maps a folder of the repository to a
+/// path relative to the wrapper.
+pub fn wrapper(
+    relative_root: &str,
+    opts: &KustomizeOptions,
+    relative: &dyn Fn(&str) -> String,
+) -> String {
     let mut k = serde_json::json!({
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": [relative_root],
         "buildMetadata": ["originAnnotations", "transformerAnnotations"],
     });
+    if !opts.components.is_empty() {
+        let components: Vec<String> = opts.components.iter().map(|c| relative(c)).collect();
+        k["components"] = Json::from(components);
+    }
+    if !opts.common_annotations.is_empty() {
+        k["commonAnnotations"] = serde_json::json!(opts.common_annotations);
+    }
+    if !opts.replicas.is_empty() {
+        k["replicas"] = Json::from(opts.replicas.clone());
+    }
     if let Some(ns) = &opts.namespace {
         k["namespace"] = Json::from(ns.clone());
     }
@@ -157,7 +163,14 @@ pub fn wrapper(relative_root: &str, opts: &KustomizeOptions) -> String {
         k["nameSuffix"] = Json::from(sfx.clone());
     }
     if !opts.common_labels.is_empty() {
-        k["labels"] = serde_json::json!([{"pairs": opts.common_labels, "includeSelectors": false}]);
+        let mut labels = serde_json::json!({
+            "pairs": opts.common_labels,
+            "includeSelectors": opts.labels_include_selectors,
+        });
+        if opts.labels_include_templates {
+            labels["includeTemplates"] = Json::Bool(true);
+        }
+        k["labels"] = Json::from(vec![labels]);
     }
     if !opts.images.is_empty() {
         let images: Vec<Json> = opts
@@ -190,7 +203,8 @@ pub fn wrapper(relative_root: &str, opts: &KustomizeOptions) -> String {
         k["images"] = Json::from(images);
     }
     if !opts.patches.is_empty() {
-        k["patches"] = Json::from(opts.patches.clone());
+        let patches: Vec<Json> = opts.patches.iter().map(|p| p.spec.clone()).collect();
+        k["patches"] = Json::from(patches);
     }
     serde_json::to_string_pretty(&k).unwrap_or_default()
 }
@@ -252,7 +266,7 @@ pub fn source_map(
     to_repo: &dyn Fn(&str) -> Option<String>,
     read: &dyn Fn(&str) -> Option<String>,
     entry: (&str, u32),
-    inline_patches: &[Json],
+    inline_patches: &[InlinePatch],
 ) -> SourceMap {
     let parse = |file: &str| -> Vec<Node> {
         read(file)
@@ -367,20 +381,26 @@ pub fn source_map(
     }
     // Patches the app object itself carries (Flux spec.patches, Argo
     // kustomize.patches) are applied last, by the wrapper; a field they set points
-    // at its line in the app object.
+    // at its line in the app object, or in the patch file the app object names.
     let app_text = read(entry.0);
     for p in inline_patches {
-        let Some(text) = p.get("patch").and_then(Json::as_str) else {
+        let Some(text) = p.spec.get("patch").and_then(Json::as_str) else {
             continue;
         };
-        if !targets_it(p.get("target")) {
+        if !targets_it(p.spec.get("target")) {
             continue;
         }
-        let docs = app_text
-            .as_deref()
-            .and_then(|app| embedded(app, text))
-            .unwrap_or_else(|| at_line(text, entry.1));
-        add(entry.0, docs, p.get("target").is_some());
+        let (file, docs) = match &p.file {
+            Some(file) => (file.as_str(), documents(text)),
+            None => (
+                entry.0,
+                app_text
+                    .as_deref()
+                    .and_then(|app| embedded(app, text))
+                    .unwrap_or_else(|| at_line(text, entry.1)),
+            ),
+        };
+        add(file, docs, p.spec.get("target").is_some());
     }
     SourceMap::Kustomize {
         origin: origin_doc,
@@ -446,13 +466,20 @@ fn line_of_text(file_text: &str, text: &str) -> u32 {
         .map_or(1, |i| i as u32 + 1)
 }
 
-/// An inline text's documents with every line at `line`, when where it sits in its
-/// file cannot be found.
-fn at_line(text: &str, line: u32) -> Vec<Node> {
+/// The documents of a YAML text, with its own lines.
+fn documents(text: &str) -> Vec<Node> {
     yaml::parse_documents(text, &Limits::default())
         .unwrap_or_default()
         .into_iter()
         .filter_map(|d| d.result.ok().flatten())
+        .collect()
+}
+
+/// An inline text's documents with every line at `line`, when where it sits in its
+/// file cannot be found.
+fn at_line(text: &str, line: u32) -> Vec<Node> {
+    documents(text)
+        .into_iter()
         .map(|n| flatten_lines(n, line))
         .collect()
 }

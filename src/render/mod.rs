@@ -9,6 +9,7 @@ pub mod helm;
 pub mod kustomize;
 pub mod roots;
 pub mod tools;
+pub mod values;
 
 use crate::finding::{Finding, Severity};
 use crate::manifest::{self, input_finding, yaml::Node, Limits, Resource, SourceFile};
@@ -59,6 +60,8 @@ pub struct Problem {
     pub rule: &'static str,
     pub severity: Severity,
     pub file: String,
+    /// The line in `file`; 0 for the root's entry line (or the file's first line).
+    pub line: u32,
     pub message: String,
 }
 
@@ -68,6 +71,7 @@ impl Problem {
             rule: "render/refused",
             severity: Severity::Error,
             file: file.to_string(),
+            line: 0,
             message: message.to_string(),
         }
     }
@@ -76,8 +80,12 @@ impl Problem {
             rule: "render/failed",
             severity: Severity::Error,
             file: file.to_string(),
+            line: 0,
             message: message.to_string(),
         }
+    }
+    pub fn at(self, line: u32) -> Problem {
+        Problem { line, ..self }
     }
 }
 
@@ -209,7 +217,10 @@ pub struct PlannedRoot {
     pub files: BTreeSet<String>,
     /// The app object's file, whose change also touches the root.
     pub app_file: Option<String>,
+    /// What keeps it from being rendered: reported instead.
     pub problems: Vec<Problem>,
+    /// Said with its render: settings not applied, optional inputs left out.
+    pub notes: Vec<Problem>,
 }
 
 impl PlannedRoot {
@@ -230,16 +241,29 @@ pub struct DirectoryRoot {
     pub path: String,
     pub namespace: String,
     pub recurse: bool,
+    /// Argo CD `directory.include` / `directory.exclude`: globs over the path below
+    /// the folder (`*` also matches `/`, as in Argo CD).
+    pub include: Option<globset::GlobMatcher>,
+    pub exclude: Option<globset::GlobMatcher>,
 }
 
 impl DirectoryRoot {
     pub fn holds(&self, file: &str) -> bool {
         let dir = parent(file);
-        if self.recurse {
+        let under = if self.recurse {
             self.path.is_empty() || dir == self.path || dir.starts_with(&format!("{}/", self.path))
         } else {
             dir == self.path
-        }
+        };
+        let rel = if self.path.is_empty() {
+            file
+        } else {
+            file.strip_prefix(&format!("{}/", self.path))
+                .unwrap_or(file)
+        };
+        under
+            && self.include.as_ref().is_none_or(|m| m.is_match(rel))
+            && !self.exclude.as_ref().is_some_and(|m| m.is_match(rel))
     }
 }
 
@@ -247,6 +271,8 @@ impl DirectoryRoot {
 pub struct Discovery {
     pub kustomize: Vec<PlannedRoot>,
     pub helm: Vec<PlannedRoot>,
+    /// Files app objects read besides their roots' own (patch files).
+    pub app_inputs: BTreeSet<String>,
 }
 
 struct TreeView<'a> {
@@ -297,22 +323,12 @@ fn kustomize_root(dir: &str, view: &TreeView) -> Option<PlannedRoot> {
         view.read(p)
     });
     Some(PlannedRoot {
-        root: Root {
-            kind: RootKind::Kustomize,
-            path: dir.to_string(),
-            entry,
-            entry_line: 1,
-            namespace: None,
-            release: None,
-            values: Vec::new(),
-            inline_values: None,
-            kustomize: Default::default(),
-            defined_by: None,
-        },
+        root: Root::kustomize(dir, &entry, 1),
         dirs: g.dirs,
         files: g.files,
         app_file: None,
         problems: g.problems,
+        notes: Vec::new(),
     })
 }
 
@@ -335,13 +351,163 @@ fn helm_root(dir: &str) -> PlannedRoot {
             values: Vec::new(),
             inline_values: None,
             kustomize: Default::default(),
+            helm: Default::default(),
+            generated: None,
             defined_by: None,
         },
         dirs: [dir.to_string()].into(),
         files: [entry].into(),
         app_file: None,
         problems: Vec::new(),
+        notes: Vec::new(),
     }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Files Argo CD Applications read as kustomize patches (see
+/// [`roots::argo_patch_files`]).
+fn app_inputs(tree: &Tree) -> BTreeSet<String> {
+    let candidates: Vec<SourceFile> = tree
+        .files
+        .iter()
+        .filter(|f| contains(&f.bytes, b"argoproj.io") && contains(&f.bytes, b"patches"))
+        .cloned()
+        .collect();
+    if candidates.is_empty() {
+        return BTreeSet::new();
+    }
+    roots::argo_patch_files(&manifest::load(&candidates, &Limits::default()).resources)
+}
+
+/// Whether a Flux Kustomization sets options that need a kustomization to apply.
+fn flux_needs_kustomization(body: &Json) -> bool {
+    [
+        "patches",
+        "patchesStrategicMerge",
+        "patchesJson6902",
+        "images",
+        "namePrefix",
+        "nameSuffix",
+        "commonMetadata",
+        "components",
+    ]
+    .iter()
+    .any(|f| {
+        body.get("spec")
+            .and_then(|s| s.get(*f))
+            .is_some_and(roots::has_content)
+    })
+}
+
+/// Folders without kustomization that a Flux Kustomization applies with options
+/// (patches, images, name prefix or suffix, common metadata, components): Flux
+/// generates a kustomization listing the folder's `.yaml`/`.yml` files, recursively,
+/// and the folders below it that hold a kustomization (not descended into). They are
+/// roots like any kustomization, so their files are checked through the render only.
+/// A folder that also holds app objects is left plain: those objects must be read
+/// to know the roots at all.
+fn flux_generated(tree: &Tree, view: &TreeView) -> Vec<PlannedRoot> {
+    let candidates: Vec<SourceFile> = tree
+        .files
+        .iter()
+        .filter(|f| contains(&f.bytes, b"kustomize.toolkit.fluxcd.io"))
+        .cloned()
+        .collect();
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    let app_files: BTreeSet<&str> = tree
+        .files
+        .iter()
+        .filter(|f| contains(&f.bytes, b"toolkit.fluxcd.io") || contains(&f.bytes, b"argoproj.io"))
+        .map(|f| f.path.as_str())
+        .collect();
+    let exists = |p: &str| view.exists(p);
+    let mut out: BTreeMap<String, PlannedRoot> = BTreeMap::new();
+    for r in manifest::load(&candidates, &Limits::default()).resources {
+        if r.kind != "Kustomization" || !r.api_version.starts_with("kustomize.toolkit.fluxcd.io/") {
+            continue;
+        }
+        let rel = r
+            .body
+            .pointer("/spec/path")
+            .and_then(Json::as_str)
+            .unwrap_or(".");
+        let Some(path) = join("", rel) else { continue };
+        if out.contains_key(&path)
+            || !view.is_dir(&path)
+            || kustomize::kustomization_file(&path, &exists).is_some()
+            || view.exists(&join(&path, "Chart.yaml").unwrap_or_default())
+            || !flux_needs_kustomization(&r.body)
+        {
+            continue;
+        }
+        let prefix = if path.is_empty() {
+            String::new()
+        } else {
+            format!("{path}/")
+        };
+        let mut resources = Vec::new();
+        let mut subs = BTreeSet::new();
+        let mut dirs: BTreeSet<String> = [path.clone()].into();
+        let mut files = BTreeSet::new();
+        let mut holds_apps = false;
+        for f in view.files.keys().filter(|f| f.starts_with(&prefix)) {
+            // The topmost folder below `path` on the way to the file with a kustomization.
+            let below = &f[prefix.len()..];
+            let mut sub = None;
+            let mut d = path.clone();
+            for seg in parent(below).split('/').filter(|s| !s.is_empty()) {
+                d = join(&d, seg).unwrap_or_default();
+                if kustomize::kustomization_file(&d, &exists).is_some() {
+                    sub = Some(d.clone());
+                    break;
+                }
+            }
+            if let Some(sub) = sub {
+                subs.insert(sub);
+                continue;
+            }
+            let lower = f.to_ascii_lowercase();
+            if !lower.ends_with(".yaml") && !lower.ends_with(".yml") {
+                continue;
+            }
+            holds_apps |= app_files.contains(*f);
+            resources.push(f.to_string());
+            files.insert(f.to_string());
+            dirs.insert(parent(f).to_string());
+        }
+        if holds_apps {
+            continue;
+        }
+        let mut problems = Vec::new();
+        for sub in subs {
+            let g = kustomize::graph(&sub, &exists, &|p| view.is_dir(p), &|p| view.read(p));
+            dirs.extend(g.dirs);
+            files.extend(g.files);
+            problems.extend(g.problems);
+            resources.push(sub);
+        }
+        let line = r.line_of(&[Json::from("spec"), Json::from("path")]);
+        out.insert(
+            path.clone(),
+            PlannedRoot {
+                root: Root {
+                    generated: Some(resources),
+                    ..Root::kustomize(&path, &r.file, line)
+                },
+                dirs,
+                files,
+                app_file: None,
+                problems,
+                notes: Vec::new(),
+            },
+        );
+    }
+    out.into_values().collect()
 }
 
 /// Finds kustomization folders (those no other kustomization includes are roots) and
@@ -384,10 +550,18 @@ pub fn discover(tree: &Tree) -> Discovery {
             })
             .unwrap_or(false)
     };
+    let generated = flux_generated(tree, &view);
+    let mut included = included;
+    included.extend(
+        generated
+            .iter()
+            .flat_map(|g| g.dirs.iter().filter(|d| **d != g.root.path).cloned()),
+    );
     let (kustomize, bases): (Vec<_>, Vec<_>) = all
         .drain(..)
         .partition(|r| !included.contains(&r.root.path) && !is_component(r));
     let mut kustomize = kustomize;
+    kustomize.extend(generated);
     // Bases stay known (an app object may point at one), but are not rendered alone.
     kustomize.extend(bases.into_iter().map(|mut b| {
         b.root.defined_by = Some("base".into());
@@ -408,16 +582,23 @@ pub fn discover(tree: &Tree) -> Discovery {
         })
         .map(|d| helm_root(d))
         .collect();
-    Discovery { kustomize, helm }
+    let app_inputs = app_inputs(tree);
+    Discovery {
+        kustomize,
+        helm,
+        app_inputs,
+    }
 }
 
 impl Discovery {
     /// Files that are inputs of some kustomization or chart: not checked on their own.
     pub fn is_input(&self, path: &str) -> bool {
-        self.kustomize
-            .iter()
-            .chain(&self.helm)
-            .any(|r| r.reads(path))
+        self.app_inputs.contains(path)
+            || self
+                .kustomize
+                .iter()
+                .chain(&self.helm)
+                .any(|r| r.reads(path))
     }
 }
 
@@ -446,6 +627,12 @@ impl appset::RepoLookup for TreeView<'_> {
                 )
             })
             .collect()
+    }
+    fn read(&self, path: &str) -> Option<String> {
+        TreeView::read(self, path)
+    }
+    fn is_dir(&self, path: &str) -> bool {
+        TreeView::is_dir(self, path)
     }
 }
 
@@ -492,6 +679,16 @@ pub fn plan(
             .find(|r| r.root.path == app.path)
             .cloned()
             .or_else(|| kustomize_root(&app.path, &view));
+        let said = |p: &Problem| {
+            let line = if p.line > 0 { p.line } else { app.line };
+            input_finding(
+                p.rule,
+                p.severity,
+                &p.file,
+                line,
+                format!("{}: {}", app.defined_by, p.message),
+            )
+        };
         match template {
             Some(mut r) => {
                 r.root.namespace = app.namespace.clone();
@@ -499,22 +696,66 @@ pub fn plan(
                     r.root.release = app.release.clone();
                     r.root.values = app.values.clone();
                     r.root.inline_values = app.inline_values.clone();
-                    r.files.extend(app.values.iter().cloned());
+                    r.root.helm = app.helm.clone();
                 } else {
+                    // Components are kustomizations of their own: what they read
+                    // touches the root, and what they reference is checked alike.
+                    for c in &app.kustomize.components {
+                        let g = kustomize::graph(c, &|p| view.exists(p), &|p| view.is_dir(p), &|p| view.read(p));
+                        r.dirs.extend(g.dirs);
+                        r.files.extend(g.files);
+                        r.problems.extend(g.problems);
+                    }
                     r.root.kustomize = app.kustomize.clone();
                 }
                 r.files.extend(app.inputs.iter().cloned());
+                r.problems.extend(app.problems.iter().cloned());
+                r.notes.extend(app.notes.iter().cloned());
                 r.root.defined_by = Some(app.defined_by.clone());
                 r.root.entry = app.file.clone();
                 r.root.entry_line = app.line;
                 r.app_file = Some(app.file.clone());
                 app_roots.push(r);
             }
-            None if view.is_dir(&app.path) => directories.push(DirectoryRoot {
-                path: app.path.clone(),
-                namespace: app.namespace.clone().unwrap_or_else(|| "default".into()),
-                recurse: app.defined_by.starts_with("Kustomization"),
-            }),
+            None if view.is_dir(&app.path) => {
+                findings.extend(app.problems.iter().chain(&app.notes).map(said));
+                if !app.kustomize.is_empty() {
+                    findings.push(input_finding(
+                        roots::SETTING_IGNORED,
+                        Severity::Info,
+                        &app.file,
+                        app.line,
+                        format!(
+                            "{}: its kustomize options (patches, images, name prefix or suffix, common metadata, components, replicas) are set, but {:?} has no kustomization{}, so meshward checked its files as they are: what the options change was not checked",
+                            app.defined_by,
+                            app.path,
+                            if app.directory.recurse { " and also holds app objects (which meshward must read as they are)" } else { "" }
+                        ),
+                    ));
+                }
+                let glob = |pattern: &Option<String>| -> Result<Option<globset::GlobMatcher>, String> {
+                    pattern
+                        .as_ref()
+                        .map(|p| globset::Glob::new(p).map(|g| g.compile_matcher()).map_err(|e| format!("{p:?}: {e}")))
+                        .transpose()
+                };
+                match (glob(&app.directory.include), glob(&app.directory.exclude)) {
+                    (Ok(include), Ok(exclude)) => directories.push(DirectoryRoot {
+                        path: app.path.clone(),
+                        namespace: app.namespace.clone().unwrap_or_else(|| "default".into()),
+                        recurse: app.directory.recurse,
+                        include,
+                        exclude,
+                    }),
+                    (Err(e), _) | (_, Err(e)) => findings.push(input_finding(
+                        "render/failed",
+                        Severity::Error,
+                        &app.file,
+                        app.line,
+                        format!("{}: directory.include or directory.exclude is not a valid glob ({e}); Argo CD cannot select the files to apply either", app.defined_by),
+                    )),
+                }
+            }
             None => findings.push(input_finding(
                 "render/failed",
                 Severity::Error,
@@ -615,7 +856,9 @@ fn problem_finding(p: &Problem, root: &Root) -> Finding {
     } else {
         p.file.clone()
     };
-    let line = if file == root.entry {
+    let line = if p.line > 0 {
+        p.line
+    } else if file == root.entry {
         root.entry_line
     } else {
         1
@@ -677,6 +920,73 @@ fn escaping_symlinks(repo: &Path, dir: &Path) -> Vec<String> {
     out
 }
 
+/// Where `path` (a file of the repository) leaves the repository through a symbolic
+/// link, if it does: the link's target, for the message.
+fn escaping_link(repo: &Path, path: &str) -> Option<String> {
+    let full = repo.join(path);
+    let repo = repo.canonicalize().ok()?;
+    // A link anywhere along the path counts, not only the file itself.
+    let is_link = full
+        .ancestors()
+        .take_while(|a| a.starts_with(&repo) && *a != repo)
+        .any(|a| {
+            a.symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+        });
+    if !is_link {
+        return None;
+    }
+    match full.canonicalize() {
+        Ok(target) if target.starts_with(&repo) => None,
+        Ok(target) => Some(target.display().to_string()),
+        Err(_) => Some("a target that does not exist".into()),
+    }
+}
+
+/// Writes the kustomization Flux generates for a plain folder into `scratch/gen`:
+/// copies of its YAML files (regular files only) at their paths below the folder,
+/// and the folders below it that hold a kustomization, by relative path.
+fn generate(
+    scratch: &Path,
+    repo_dir: &Path,
+    folder: &str,
+    resources: &[String],
+    relative: &dyn Fn(&str) -> String,
+) -> std::io::Result<()> {
+    let gen = scratch.join("gen");
+    std::fs::create_dir_all(&gen)?;
+    let mut listed = Vec::new();
+    for r in resources {
+        let below = if folder.is_empty() {
+            r.as_str()
+        } else {
+            r.strip_prefix(&format!("{folder}/")).unwrap_or(r)
+        };
+        let source = repo_dir.join(r);
+        let meta = source.symlink_metadata()?;
+        if meta.is_dir() {
+            // `relative` is from the wrapper folder, a sibling of gen/.
+            listed.push(relative(r));
+        } else if meta.is_file() {
+            let target = gen.join(below);
+            if let Some(dir) = target.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::copy(&source, &target)?;
+            listed.push(below.to_string());
+        }
+    }
+    let k = serde_json::json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": listed,
+    });
+    std::fs::write(
+        gen.join("kustomization.yaml"),
+        serde_json::to_string_pretty(&k).unwrap_or_default(),
+    )
+}
+
 /// Renders one root from the revision's folder on disk.
 pub fn render_root(
     p: &PlannedRoot,
@@ -698,7 +1008,10 @@ pub fn render_root(
             findings: std::mem::take(findings),
         }
     };
-    if !findings.is_empty() {
+    let blocked = !findings.is_empty();
+    // Said whether or not the root renders: they are about the app object.
+    findings.splice(0..0, p.notes.iter().map(|n| problem_finding(n, root)));
+    if blocked {
         return Rendered {
             resources: Vec::new(),
             findings,
@@ -728,6 +1041,7 @@ pub fn render_root(
                         rule: "render/tool-missing",
                         severity: Severity::Error,
                         file: root.entry.clone(),
+                        line: 0,
                         message: "neither kustomize nor kubectl was found (MESHWARD_KUSTOMIZE, MESHWARD_KUBECTL, .tools/bin, PATH); nothing it deploys was checked. Run scripts/install-tools or install kustomize".into(),
                     },
                 );
@@ -741,13 +1055,27 @@ pub fn render_root(
                 .canonicalize()
                 .unwrap_or_else(|_| scratch.path().to_path_buf())
                 .join("wrap");
-            let rel =
-                kustomize::relative(&wrap_abs, &repo_abs.join(&root.path)).unwrap_or_default();
+            let relative =
+                |p: &str| kustomize::relative(&wrap_abs, &repo_abs.join(p)).unwrap_or_default();
+            let rel = match &root.generated {
+                // The kustomization Flux generates for a plain folder, with copies of
+                // its files (the load restrictor keeps kustomize inside a root).
+                Some(resources) => match generate(scratch.path(), repo_dir, &root.path, resources, &relative) {
+                    Ok(()) => "../gen".to_string(),
+                    Err(e) => {
+                        return fail(
+                            &mut findings,
+                            Problem::failed(&root.entry, &format!("could not write the kustomization Flux generates for the folder: {e}")),
+                        )
+                    }
+                },
+                None => relative(&root.path),
+            };
             if std::fs::create_dir_all(&wrap)
                 .and_then(|_| {
                     std::fs::write(
                         wrap.join("kustomization.yaml"),
-                        kustomize::wrapper(&rel, &root.kustomize),
+                        kustomize::wrapper(&rel, &root.kustomize, &relative),
                     )
                 })
                 .is_err()
@@ -782,6 +1110,7 @@ pub fn render_root(
                         rule: "render/tool-missing",
                         severity: Severity::Error,
                         file: root.entry.clone(),
+                        line: 0,
                         message: "helm was not found (MESHWARD_HELM, .tools/bin, PATH); nothing this chart deploys was checked. Run scripts/install-tools or install helm".into(),
                     },
                 );
@@ -805,12 +1134,43 @@ pub fn render_root(
                 .arg(root.release.clone().unwrap_or_else(|| "release".into()))
                 .arg(repo_dir.join(&root.path))
                 .arg("--namespace")
-                .arg(root.namespace.clone().unwrap_or_else(|| "default".into()));
+                .arg(
+                    root.helm
+                        .release_namespace
+                        .clone()
+                        .or_else(|| root.namespace.clone())
+                        .unwrap_or_else(|| "default".into()),
+                );
+            if let Some(v) = &root.helm.kube_version {
+                cmd.arg("--kube-version").arg(v);
+            }
+            for v in &root.helm.api_versions {
+                cmd.arg("--api-versions").arg(v);
+            }
+            if root.helm.skip_schema_validation {
+                cmd.arg("--skip-schema-validation");
+            }
             for v in &root.values {
+                if let Some(link) = escaping_link(repo_dir, v) {
+                    return fail(&mut findings, Problem::refused(&root.entry, &format!("values file {v} is a symbolic link that leaves the repository ({link}); meshward does not render through it")));
+                }
                 if !repo_dir.join(v).is_file() {
+                    if root.helm.ignore_missing_values {
+                        findings.push(problem_finding(
+                            &Problem {
+                                rule: roots::OPTIONAL_INPUT_MISSING,
+                                severity: Severity::Info,
+                                file: root.entry.clone(),
+                                line: 0,
+                                message: format!("values file {v} does not exist; the app object ignores missing values files, so the chart was rendered without it, as the controller does"),
+                            },
+                            root,
+                        ));
+                        continue;
+                    }
                     return fail(
                         &mut findings,
-                        Problem::failed(&root.entry, &format!("values file {v} does not exist")),
+                        Problem::failed(&root.entry, &format!("values file {v} does not exist, so the controller fails to render this chart too. Fix the path, or set ignoreMissingValueFiles (Argo CD) / ignoreMissingValuesFiles (Flux) if it is optional")),
                     );
                 }
                 cmd.arg("--values").arg(repo_dir.join(v));
@@ -826,6 +1186,27 @@ pub fn render_root(
                 }
                 cmd.arg("--values").arg(file);
             }
+            // Parameters come after every values file, as Argo CD passes them.
+            for param in &root.helm.parameters {
+                match param {
+                    roots::HelmParameter::Set { name, value } => {
+                        cmd.arg("--set").arg(format!("{name}={value}"));
+                    }
+                    roots::HelmParameter::SetString { name, value } => {
+                        cmd.arg("--set-string").arg(format!("{name}={value}"));
+                    }
+                    roots::HelmParameter::SetFile { name, path } => {
+                        if let Some(link) = escaping_link(repo_dir, path) {
+                            return fail(&mut findings, Problem::refused(&root.entry, &format!("file parameter {name} reads {path}, a symbolic link that leaves the repository ({link}); meshward does not render through it")));
+                        }
+                        if !repo_dir.join(path).is_file() {
+                            return fail(&mut findings, Problem::failed(&root.entry, &format!("file parameter {name} reads {path}, which does not exist, so Argo CD fails to render this chart too. Fix the path")));
+                        }
+                        cmd.arg("--set-file")
+                            .arg(format!("{name}={}", repo_dir.join(path).display()));
+                    }
+                }
+            }
             (cmd, None)
         }
     };
@@ -838,6 +1219,7 @@ pub fn render_root(
                     rule: "render/limit-exceeded",
                     severity: Severity::Error,
                     file: root.entry.clone(),
+                    line: 0,
                     message: format!("rendering took longer than {}s and was stopped; nothing it deploys was checked", t.as_secs()),
                 },
             )
@@ -849,6 +1231,7 @@ pub fn render_root(
                     rule: "render/limit-exceeded",
                     severity: Severity::Error,
                     file: root.entry.clone(),
+                    line: 0,
                     message: format!("rendering produced more than {max} bytes and was stopped; nothing it deploys was checked"),
                 },
             )
@@ -883,7 +1266,14 @@ pub fn render_root(
         let map = match (&root.kind, &wrap_dir) {
             (RootKind::Kustomize, Some((wrap, repo))) => {
                 let (origin, patched_in) = kustomize::take_metadata(&mut r.body);
-                let to_repo = |rel: &str| kustomize::wrapper_to_repo(wrap, repo, rel);
+                let gen = wrap.with_file_name("gen");
+                let to_repo = |rel: &str| {
+                    kustomize::wrapper_to_repo(wrap, repo, rel).or_else(|| {
+                        // A copy in the generated kustomization: the folder's file.
+                        let below = kustomize::wrapper_to_repo(wrap, &gen, rel)?;
+                        join(&root.path, &below)
+                    })
+                };
                 kustomize::source_map(
                     &r.kind,
                     &r.name,

@@ -3,6 +3,8 @@
 //! Kustomization/HelmRelease) and in `.meshward.yaml`.
 
 use super::appset::{self, RepoLookup};
+use super::Problem;
+use crate::finding::Severity;
 use crate::manifest::Resource;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,11 +24,79 @@ pub struct KustomizeOptions {
     pub name_prefix: Option<String>,
     pub name_suffix: Option<String>,
     pub common_labels: BTreeMap<String, String>,
+    /// Whether the labels also go into selectors and pod templates: Argo's
+    /// commonLabels do (kustomize commonLabels) unless labelWithoutSelector; Flux
+    /// commonMetadata labels do not.
+    pub labels_include_selectors: bool,
+    /// Argo labelIncludeTemplates: labels without selectors, but in pod templates.
+    pub labels_include_templates: bool,
+    pub common_annotations: BTreeMap<String, String>,
     pub images: Vec<String>,
     /// Image overrides already in kustomize's form (Flux `spec.images`).
     pub image_overrides: Vec<Json>,
-    /// Patches in kustomize's form (Flux `spec.patches`: inline patch + target).
-    pub patches: Vec<Json>,
+    /// Patches in kustomize's form, inline (Flux `spec.patches`, Argo
+    /// `kustomize.patches`; a patch read from a file carries it in `file`).
+    pub patches: Vec<InlinePatch>,
+    /// Components, as folders of the repository.
+    pub components: Vec<String>,
+    /// Replica counts in kustomize's form (`name`, `count`).
+    pub replicas: Vec<Json>,
+}
+
+impl KustomizeOptions {
+    /// Whether anything here needs a kustomization to apply.
+    pub fn is_empty(&self) -> bool {
+        self.name_prefix.is_none()
+            && self.name_suffix.is_none()
+            && self.common_labels.is_empty()
+            && self.common_annotations.is_empty()
+            && self.images.is_empty()
+            && self.image_overrides.is_empty()
+            && self.patches.is_empty()
+            && self.components.is_empty()
+            && self.replicas.is_empty()
+    }
+}
+
+/// A patch an app object applies: kustomize's `{patch, target}` with the patch inline,
+/// and the repository file its text was read from, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InlinePatch {
+    pub spec: Json,
+    pub file: Option<String>,
+}
+
+/// A value an app object passes to helm on the command line (Argo `helm.parameters`
+/// and `helm.fileParameters`), applied after all values files.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HelmParameter {
+    Set {
+        name: String,
+        value: String,
+    },
+    SetString {
+        name: String,
+        value: String,
+    },
+    /// `--set-file`: the value is the content of a file of the repository.
+    SetFile {
+        name: String,
+        path: String,
+    },
+}
+
+/// Helm options an app object sets besides values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HelmOptions {
+    pub parameters: Vec<HelmParameter>,
+    /// Missing values files are skipped (Argo ignoreMissingValueFiles, Flux
+    /// ignoreMissingValuesFiles) instead of failing the render.
+    pub ignore_missing_values: bool,
+    pub skip_schema_validation: bool,
+    /// `.Release.Namespace` when it differs from the destination (Argo helm.namespace).
+    pub release_namespace: Option<String>,
+    pub kube_version: Option<String>,
+    pub api_versions: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -45,11 +115,34 @@ pub struct Root {
     /// Inline values (Argo helm.values/valuesObject, Flux spec.values).
     pub inline_values: Option<Json>,
     pub kustomize: KustomizeOptions,
+    pub helm: HelmOptions,
+    /// A folder without kustomization that Flux applies with options: the
+    /// kustomization Flux generates lists these (YAML files, and folders that hold a
+    /// kustomization), as paths of the repository.
+    pub generated: Option<Vec<String>>,
     /// Who defined it, for messages: "Application argocd/geo".
     pub defined_by: Option<String>,
 }
 
 impl Root {
+    /// A kustomize root of `path` as found, before any app object's options.
+    pub fn kustomize(path: &str, entry: &str, entry_line: u32) -> Root {
+        Root {
+            kind: RootKind::Kustomize,
+            path: path.to_string(),
+            entry: entry.to_string(),
+            entry_line,
+            namespace: None,
+            release: None,
+            values: Vec::new(),
+            inline_values: None,
+            kustomize: KustomizeOptions::default(),
+            helm: HelmOptions::default(),
+            generated: None,
+            defined_by: None,
+        }
+    }
+
     pub fn label(&self) -> String {
         let kind = match self.kind {
             RootKind::Kustomize => "kustomize",
@@ -116,6 +209,17 @@ pub fn normalize_repo_url(url: &str) -> String {
     u.trim_end_matches('/').trim_end_matches(".git").to_string()
 }
 
+/// How a plain folder (no kustomization, no chart) is applied.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DirectoryOptions {
+    /// Sub-folders too (Flux always; Argo `directory.recurse`).
+    pub recurse: bool,
+    /// Argo `directory.include` / `directory.exclude` globs, matched against the path
+    /// below the folder.
+    pub include: Option<String>,
+    pub exclude: Option<String>,
+}
+
 /// What a root needs from an app object, before it is matched to a folder.
 pub struct AppSource {
     pub path: String,
@@ -124,12 +228,20 @@ pub struct AppSource {
     pub values: Vec<String>,
     pub inline_values: Option<Json>,
     pub kustomize: KustomizeOptions,
+    pub helm: HelmOptions,
+    pub directory: DirectoryOptions,
     pub defined_by: String,
     pub file: String,
     pub line: u32,
-    /// Files the app object was generated from (ApplicationSet git files generator):
-    /// a change to them touches the root.
+    /// Files the root also reads because of the app object (ApplicationSet parameter
+    /// files, ConfigMaps its values come from, patch files): a change to them
+    /// touches the root.
     pub inputs: BTreeSet<String>,
+    /// Why the root cannot be rendered as the controller would render it (a path
+    /// that leaves the repository, a missing component): reported instead of rendering.
+    pub problems: Vec<Problem>,
+    /// Said with the render: settings meshward does not apply, values it left out.
+    pub notes: Vec<Problem>,
 }
 
 /// App objects pointing somewhere meshward cannot render: another repository.
@@ -146,18 +258,25 @@ fn s(v: &Json, pointer: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// A scalar as text (`replicas: 3` and `replicas: "3"` alike).
+fn text(v: &Json) -> String {
+    v.as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| v.to_string())
+}
+
 fn string_map(v: Option<&Json>) -> BTreeMap<String, String> {
     v.and_then(Json::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        v.as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| v.to_string()),
-                    )
-                })
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), text(v))).collect())
+        .unwrap_or_default()
+}
+
+pub fn strings(v: Option<&Json>) -> Vec<String> {
+    v.and_then(Json::as_array)
+        .map(|v| {
+            v.iter()
+                .filter_map(Json::as_str)
+                .map(str::to_string)
                 .collect()
         })
         .unwrap_or_default()
@@ -167,15 +286,111 @@ fn array(v: Option<&Json>) -> Vec<Json> {
     v.and_then(Json::as_array).cloned().unwrap_or_default()
 }
 
+/// Inline YAML values are bounded like a file of the tree.
+const MAX_INLINE_BYTES: usize = 4 * 1024 * 1024;
+
 fn inline_yaml(text: &str) -> Option<Json> {
+    if text.len() > MAX_INLINE_BYTES {
+        return None;
+    }
     yaml_serde::from_str::<Json>(text).ok()
 }
 
-/// Argo CD Application sources (single or multi-source).
-fn argo_sources(spec: &Json) -> Vec<&Json> {
+/// Set to something: not null, not an empty list or map.
+pub fn has_content(v: &Json) -> bool {
+    match v {
+        Json::Null => false,
+        Json::Array(a) => !a.is_empty(),
+        Json::Object(o) => o.values().any(has_content),
+        _ => true,
+    }
+}
+
+/// A step of a path to a field, for `line_of`.
+fn k(key: &str) -> Json {
+    Json::from(key)
+}
+
+/// What one app object says about its roots besides where they are.
+#[derive(Default)]
+struct Said {
+    problems: Vec<Problem>,
+    notes: Vec<Problem>,
+    inputs: BTreeSet<String>,
+}
+
+impl Said {
+    fn refuse(&mut self, file: &str, line: u32, message: String) {
+        self.problems
+            .push(Problem::refused(file, &message).at(line));
+    }
+    fn fail(&mut self, file: &str, line: u32, message: String) {
+        self.problems.push(Problem::failed(file, &message).at(line));
+    }
+    fn note(
+        &mut self,
+        rule: &'static str,
+        severity: Severity,
+        file: &str,
+        line: u32,
+        message: String,
+    ) {
+        self.notes.push(Problem {
+            rule,
+            severity,
+            file: file.to_string(),
+            line,
+            message,
+        });
+    }
+    /// A setting that changes what is deployed and that meshward does not apply.
+    fn ignored(&mut self, file: &str, line: u32, field: &str, effect: &str) {
+        self.note(
+            SETTING_IGNORED,
+            Severity::Info,
+            file,
+            line,
+            format!("{field} is set, and meshward does not apply it: {effect}, so what it changes was not checked"),
+        );
+    }
+    /// A path an app object names, inside the repository, or a refusal.
+    fn repo_path(
+        &mut self,
+        file: &str,
+        line: u32,
+        dir: &str,
+        rel: &str,
+        what: &str,
+    ) -> Option<String> {
+        if is_remote(rel) {
+            self.refuse(file, line, format!("{what} {rel:?} is remote; meshward renders without network access, so this root was not rendered. Vendor it into the repository"));
+            return None;
+        }
+        let joined = join(dir, rel);
+        if joined.is_none() {
+            self.refuse(file, line, format!("{what} {rel:?} resolves outside the repository; meshward does not read outside the checkout, so this root was not rendered (rendering it without that input would check something other than what is deployed). Point it at a path inside the repository"));
+        }
+        joined
+    }
+}
+
+pub const SETTING_IGNORED: &str = "render/setting-ignored";
+pub const VALUES_UNRESOLVED: &str = "render/values-unresolved";
+pub const OPTIONAL_INPUT_MISSING: &str = "render/optional-input-missing";
+
+/// Argo CD Application sources (single or multi-source), with their path in the spec.
+fn argo_sources(spec: &Json) -> Vec<(Vec<Json>, &Json)> {
     match spec.get("sources").and_then(Json::as_array) {
-        Some(list) => list.iter().collect(),
-        None => spec.get("source").into_iter().collect(),
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (vec![k("sources"), Json::from(i)], s))
+            .collect(),
+        None => spec
+            .get("source")
+            .map(|s| (vec![k("source")], s))
+            .into_iter()
+            .collect(),
     }
 }
 
@@ -196,6 +411,10 @@ pub fn app_sources(
         .filter(|r| s(&r.body, "/spec/url").is_some_and(|u| same_repo(&u)))
         .map(|r| format!("{}/{}", r.namespace.clone().unwrap_or_default(), r.name))
         .collect();
+    let ctx = Argo {
+        same_repo: &same_repo,
+        repo,
+    };
     for r in resources {
         let by = format!(
             "{} {}",
@@ -206,7 +425,7 @@ pub fn app_sources(
             (api, "Application") if api.starts_with("argoproj.io/") => {
                 let dest_ns = s(&r.body, "/spec/destination/namespace");
                 if let Some(spec) = r.body.get("spec") {
-                    argo_app(r, spec, dest_ns, &by, &same_repo, &mut out, &mut external);
+                    ctx.app(r, spec, &[k("spec")], dest_ns, &by, &mut out, &mut external);
                 }
             }
             (api, "ApplicationSet") if api.starts_with("argoproj.io/") => {
@@ -215,7 +434,7 @@ pub fn app_sources(
                     external.push(ExternalSource {
                         resource: r.id.clone(),
                         file: r.file.clone(),
-                        line: r.line_of(&[Json::from("spec"), Json::from("generators")]),
+                        line: r.line_of(&[k("spec"), k("generators")]),
                         what: format!("it uses {what}, so the applications it generates from it are not checked"),
                     });
                 }
@@ -229,7 +448,8 @@ pub fn app_sources(
                     if let Some(spec) = rendered.get("spec") {
                         let by = format!("{by} → Application {name}");
                         let first = out.len();
-                        argo_app(r, spec, dest_ns, &by, &same_repo, &mut out, &mut external);
+                        let at = [k("spec"), k("template"), k("spec")];
+                        ctx.app(r, spec, &at, dest_ns, &by, &mut out, &mut external);
                         for app in &mut out[first..] {
                             app.inputs.extend(set.inputs.iter().cloned());
                         }
@@ -242,36 +462,28 @@ pub fn app_sources(
                     external.push(ExternalSource {
                         resource: r.id.clone(),
                         file: r.file.clone(),
-                        line: r.line_of(&[Json::from("spec"), Json::from("sourceRef")]),
+                        line: r.line_of(&[k("spec"), k("sourceRef")]),
                         what: format!(
                             "its source {source} is not a GitRepository of this repository"
                         ),
                     });
                     continue;
                 }
-                let path = s(&r.body, "/spec/path").unwrap_or_else(|| ".".into());
-                out.push(AppSource {
-                    path: join("", &path).unwrap_or_default(),
-                    namespace: s(&r.body, "/spec/targetNamespace"),
-                    release: None,
-                    values: Vec::new(),
-                    inline_values: None,
-                    kustomize: KustomizeOptions {
-                        namespace: s(&r.body, "/spec/targetNamespace"),
-                        name_prefix: s(&r.body, "/spec/namePrefix"),
-                        name_suffix: s(&r.body, "/spec/nameSuffix"),
-                        common_labels: string_map(r.body.pointer("/spec/commonMetadata/labels")),
-                        images: Vec::new(),
-                        image_overrides: array(r.body.pointer("/spec/images")),
-                        patches: array(r.body.pointer("/spec/patches")),
-                    },
-                    defined_by: by,
-                    file: r.file.clone(),
-                    line: r.line_of(&[Json::from("spec"), Json::from("path")]),
-                    inputs: BTreeSet::new(),
-                });
+                out.push(flux_kustomization(r, by, repo));
             }
             (api, "HelmRelease") if api.starts_with("helm.toolkit.fluxcd.io/") => {
+                if let Some(kind) = s(&r.body, "/spec/chartRef/kind") {
+                    external.push(ExternalSource {
+                        resource: r.id.clone(),
+                        file: r.file.clone(),
+                        line: r.line_of(&[k("spec"), k("chartRef")]),
+                        what: format!(
+                            "its chart comes from {kind} {} (spec.chartRef), not from a GitRepository of this repository",
+                            flux_source(r, "/spec/chartRef")
+                        ),
+                    });
+                    continue;
+                }
                 let kind = s(&r.body, "/spec/chart/spec/sourceRef/kind").unwrap_or_default();
                 let source = flux_source(r, "/spec/chart/spec/sourceRef");
                 if kind != "GitRepository"
@@ -280,37 +492,14 @@ pub fn app_sources(
                     external.push(ExternalSource {
                         resource: r.id.clone(),
                         file: r.file.clone(),
-                        line: r.line_of(&[Json::from("spec"), Json::from("chart")]),
+                        line: r.line_of(&[k("spec"), k("chart")]),
                         what: format!(
                             "its chart comes from {kind} {source}, not from this repository"
                         ),
                     });
                     continue;
                 }
-                let chart = s(&r.body, "/spec/chart/spec/chart").unwrap_or_default();
-                let values = r
-                    .body
-                    .pointer("/spec/chart/spec/valuesFiles")
-                    .and_then(Json::as_array)
-                    .map(|v| {
-                        v.iter()
-                            .filter_map(Json::as_str)
-                            .filter_map(|f| join("", f))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.push(AppSource {
-                    path: join("", &chart).unwrap_or_default(),
-                    namespace: s(&r.body, "/spec/targetNamespace").or_else(|| r.namespace.clone()),
-                    release: s(&r.body, "/spec/releaseName").or_else(|| Some(r.name.clone())),
-                    values,
-                    inline_values: r.body.pointer("/spec/values").cloned(),
-                    kustomize: KustomizeOptions::default(),
-                    defined_by: by,
-                    file: r.file.clone(),
-                    line: r.line_of(&[Json::from("spec"), Json::from("chart")]),
-                    inputs: BTreeSet::new(),
-                });
+                out.push(flux_helm_release(r, by, resources));
             }
             _ => {}
         }
@@ -328,92 +517,541 @@ fn flux_source(r: &Resource, pointer: &str) -> String {
     )
 }
 
-#[allow(clippy::too_many_arguments)]
-fn argo_app(
-    r: &Resource,
-    spec: &Json,
-    dest_ns: Option<String>,
-    by: &str,
-    same_repo: &dyn Fn(&str) -> bool,
-    out: &mut Vec<AppSource>,
-    external: &mut Vec<ExternalSource>,
-) {
-    for source in argo_sources(spec) {
-        let url = source
-            .get("repoURL")
-            .and_then(Json::as_str)
-            .unwrap_or_default();
-        if !same_repo(url) || source.get("chart").is_some() {
-            external.push(ExternalSource {
-                resource: r.id.clone(),
-                file: r.file.clone(),
-                line: r.line_of(&[Json::from("spec")]),
-                what: format!("its source {url} is not this repository, so its objects are not checked here (add the URL to render.repo_urls in .meshward.yaml if it is this repository; otherwise check that repository with meshward too)"),
-            });
-            continue;
-        }
-        let Some(path) = source.get("path").and_then(Json::as_str) else {
+/// Patch files Argo CD Applications name in `kustomize.patches`: fragments that are
+/// inputs of the app's root, not objects to check on their own. (ApplicationSet
+/// templates are left out: their paths depend on the generators.)
+pub fn argo_patch_files(resources: &[Resource]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for r in resources
+        .iter()
+        .filter(|r| r.kind == "Application" && r.api_version.starts_with("argoproj.io/"))
+    {
+        let Some(spec) = r.body.get("spec") else {
             continue;
         };
-        let dir = join("", path).unwrap_or_default();
-        let helm = source.get("helm");
-        let values = helm
-            .and_then(|h| h.get("valueFiles"))
-            .and_then(Json::as_array)
-            .map(|v| {
-                v.iter()
-                    .filter_map(Json::as_str)
-                    .filter_map(|f| join(&dir, f))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let inline_values = helm.and_then(|h| {
-            h.get("valuesObject")
-                .cloned()
-                .or_else(|| h.get("values").and_then(Json::as_str).and_then(inline_yaml))
-        });
-        let k = source.get("kustomize");
-        out.push(AppSource {
-            path: dir,
-            namespace: dest_ns.clone(),
-            release: helm
-                .and_then(|h| h.get("releaseName"))
+        for (_, source) in argo_sources(spec) {
+            let dir = source
+                .get("path")
                 .and_then(Json::as_str)
-                .map(str::to_string)
-                .or_else(|| Some(r.name.clone())),
-            values,
-            inline_values,
-            kustomize: KustomizeOptions {
-                namespace: k
-                    .and_then(|k| k.get("namespace"))
+                .and_then(|p| join("", p));
+            let Some(dir) = dir else { continue };
+            for p in array(source.pointer("/kustomize/patches")) {
+                if let Some(path) = p
+                    .get("path")
                     .and_then(Json::as_str)
-                    .map(str::to_string),
-                name_prefix: k
-                    .and_then(|k| k.get("namePrefix"))
-                    .and_then(Json::as_str)
-                    .map(str::to_string),
-                name_suffix: k
-                    .and_then(|k| k.get("nameSuffix"))
-                    .and_then(Json::as_str)
-                    .map(str::to_string),
-                common_labels: string_map(k.and_then(|k| k.get("commonLabels"))),
-                images: k
-                    .and_then(|k| k.get("images"))
-                    .and_then(Json::as_array)
-                    .map(|v| {
-                        v.iter()
-                            .filter_map(Json::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                ..Default::default()
-            },
-            defined_by: by.to_string(),
-            file: r.file.clone(),
-            line: r.line_of(&[Json::from("spec")]),
-            inputs: BTreeSet::new(),
+                    .and_then(|rel| join(&dir, rel))
+                {
+                    out.insert(path);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Components (Argo `kustomize.components`, Flux `spec.components`): folders relative
+/// to the source folder, inside the repository.
+fn components(
+    said: &mut Said,
+    repo: &dyn RepoLookup,
+    file: &str,
+    line: u32,
+    dir: &str,
+    list: &[String],
+    ignore_missing: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in list {
+        let Some(path) = said.repo_path(file, line, dir, c, "component") else {
+            continue;
+        };
+        if repo.is_dir(&path) {
+            out.push(path);
+        } else if ignore_missing {
+            said.note(OPTIONAL_INPUT_MISSING, Severity::Info, file, line, format!("component {c:?} ({path}) does not exist; it is skipped, as ignoreMissingComponents says, and the rest was rendered without it"));
+        } else {
+            said.fail(file, line, format!("component {c:?} ({path}) is not a folder of this repository: the controller cannot build this root. Fix the path or remove the component"));
+        }
+    }
+    out
+}
+
+fn flux_kustomization(r: &Resource, by: String, repo: &dyn RepoLookup) -> AppSource {
+    let mut said = Said::default();
+    let file = r.file.as_str();
+    let at = |keys: &[&str]| r.line_of(&keys.iter().map(|s| k(s)).collect::<Vec<_>>());
+    let rel = s(&r.body, "/spec/path").unwrap_or_else(|| ".".into());
+    let path = said
+        .repo_path(file, at(&["spec", "path"]), "", &rel, "path")
+        .unwrap_or_default();
+    let mut patches: Vec<InlinePatch> = array(r.body.pointer("/spec/patches"))
+        .into_iter()
+        .map(|spec| InlinePatch { spec, file: None })
+        .collect();
+    // v1beta2 forms, which Flux turns into patches the same way.
+    for p in array(r.body.pointer("/spec/patchesStrategicMerge")) {
+        let patch = yaml_serde::to_string(&p).unwrap_or_default();
+        patches.push(InlinePatch {
+            spec: serde_json::json!({ "patch": patch }),
+            file: None,
         });
+    }
+    for p in array(r.body.pointer("/spec/patchesJson6902")) {
+        let ops = p.get("patch").cloned().unwrap_or(Json::Null);
+        let mut spec = serde_json::json!({ "patch": ops.to_string() });
+        if let Some(t) = p.get("target") {
+            spec["target"] = t.clone();
+        }
+        patches.push(InlinePatch { spec, file: None });
+    }
+    let components = components(
+        &mut said,
+        repo,
+        file,
+        at(&["spec", "components"]),
+        &path,
+        &strings(r.body.pointer("/spec/components")),
+        false,
+    );
+    for field in ["substitute", "substituteFrom"] {
+        if r.body
+            .pointer(&format!("/spec/postBuild/{field}"))
+            .is_some()
+        {
+            said.ignored(
+                file,
+                at(&["spec", "postBuild", field]),
+                &format!("postBuild.{field}"),
+                "Flux replaces ${var} references in the built objects, and meshward checked them with the references left in",
+            );
+        }
+    }
+    AppSource {
+        path,
+        namespace: s(&r.body, "/spec/targetNamespace"),
+        release: None,
+        values: Vec::new(),
+        inline_values: None,
+        kustomize: KustomizeOptions {
+            namespace: s(&r.body, "/spec/targetNamespace"),
+            name_prefix: s(&r.body, "/spec/namePrefix"),
+            name_suffix: s(&r.body, "/spec/nameSuffix"),
+            common_labels: string_map(r.body.pointer("/spec/commonMetadata/labels")),
+            common_annotations: string_map(r.body.pointer("/spec/commonMetadata/annotations")),
+            image_overrides: array(r.body.pointer("/spec/images")),
+            patches,
+            components,
+            ..Default::default()
+        },
+        helm: HelmOptions::default(),
+        directory: DirectoryOptions {
+            recurse: true,
+            ..Default::default()
+        },
+        defined_by: by,
+        file: r.file.clone(),
+        line: at(&["spec", "path"]),
+        inputs: said.inputs,
+        problems: said.problems,
+        notes: said.notes,
+    }
+}
+
+fn flux_helm_release(r: &Resource, by: String, resources: &[Resource]) -> AppSource {
+    let mut said = Said::default();
+    let file = r.file.as_str();
+    let at = |keys: &[Json]| r.line_of(keys);
+    let chart = s(&r.body, "/spec/chart/spec/chart").unwrap_or_default();
+    let chart_line = at(&[k("spec"), k("chart")]);
+    let path = said
+        .repo_path(file, chart_line, "", &chart, "chart")
+        .unwrap_or_default();
+    // valuesFiles replaces the older single valuesFile.
+    let mut listed = strings(r.body.pointer("/spec/chart/spec/valuesFiles"));
+    let key = if listed.is_empty() {
+        listed.extend(s(&r.body, "/spec/chart/spec/valuesFile"));
+        "valuesFile"
+    } else {
+        "valuesFiles"
+    };
+    let values_line = at(&[k("spec"), k("chart"), k("spec"), k(key)]);
+    let values: Vec<String> = listed
+        .iter()
+        .filter_map(|f| said.repo_path(file, values_line, "", f, "values file"))
+        .collect();
+    said.inputs.extend(values.iter().cloned());
+    let (inline_values, unresolved, inputs) = super::values::flux_values(r, resources);
+    said.inputs.extend(inputs);
+    for u in unresolved {
+        let line = at(&[k("spec"), k("valuesFrom"), Json::from(u.index)]);
+        if u.optional {
+            said.note(OPTIONAL_INPUT_MISSING, Severity::Info, file, line, format!("{}; it is marked optional, so Flux renders the chart without it too, as meshward did", u.message));
+        } else {
+            said.note(VALUES_UNRESOLVED, Severity::Warning, file, line, format!("{}: the chart was rendered without those values, so whatever they set was not checked. If the object is created outside this repository that is expected; otherwise add it (in the HelmRelease's namespace)", u.message));
+        }
+    }
+    if r.body.pointer("/spec/postRenderers").is_some() {
+        said.ignored(
+            file,
+            at(&[k("spec"), k("postRenderers")]),
+            "postRenderers",
+            "Flux patches the chart's output with them before applying it",
+        );
+    }
+    AppSource {
+        path,
+        namespace: s(&r.body, "/spec/targetNamespace").or_else(|| r.namespace.clone()),
+        release: s(&r.body, "/spec/releaseName").or_else(|| Some(r.name.clone())),
+        values,
+        inline_values,
+        kustomize: KustomizeOptions::default(),
+        helm: HelmOptions {
+            ignore_missing_values: r
+                .body
+                .pointer("/spec/chart/spec/ignoreMissingValuesFiles")
+                .and_then(Json::as_bool)
+                .unwrap_or(false),
+            ..Default::default()
+        },
+        directory: DirectoryOptions::default(),
+        defined_by: by,
+        file: r.file.clone(),
+        line: chart_line,
+        inputs: said.inputs,
+        problems: said.problems,
+        notes: said.notes,
+    }
+}
+
+/// Argo CD's escaping of a `--set` value: commas separate assignments for helm, so
+/// an unescaped one is escaped, except in a `{a,b}` list.
+fn clean_set_value(v: &str) -> String {
+    if v.starts_with('{') && v.ends_with('}') {
+        return v.to_string();
+    }
+    let mut out = String::with_capacity(v.len());
+    let mut prev = None;
+    for c in v.chars() {
+        if c == ',' && prev != Some('\\') {
+            out.push('\\');
+        }
+        out.push(c);
+        prev = Some(c);
+    }
+    out
+}
+
+struct Argo<'a> {
+    same_repo: &'a dyn Fn(&str) -> bool,
+    repo: &'a dyn RepoLookup,
+}
+
+impl Argo<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn app(
+        &self,
+        r: &Resource,
+        spec: &Json,
+        spec_at: &[Json],
+        dest_ns: Option<String>,
+        by: &str,
+        out: &mut Vec<AppSource>,
+        external: &mut Vec<ExternalSource>,
+    ) {
+        let sources = argo_sources(spec);
+        // Sources that others' value files name as `$<ref>/...`: None for this
+        // repository, else the other repository's URL.
+        let refs: BTreeMap<String, Option<String>> = sources
+            .iter()
+            .filter_map(|(_, src)| {
+                let name = src.get("ref").and_then(Json::as_str)?;
+                let url = src
+                    .get("repoURL")
+                    .and_then(Json::as_str)
+                    .unwrap_or_default();
+                Some((
+                    name.to_string(),
+                    (!(self.same_repo)(url)).then(|| url.to_string()),
+                ))
+            })
+            .collect();
+        for (source_at, source) in &sources {
+            let line_at = |rest: &[Json]| {
+                let mut p = spec_at.to_vec();
+                p.extend(source_at.iter().cloned());
+                p.extend(rest.iter().cloned());
+                r.line_of(&p)
+            };
+            let url = source
+                .get("repoURL")
+                .and_then(Json::as_str)
+                .unwrap_or_default();
+            // A source that is only there to be referenced deploys nothing itself.
+            if source.get("ref").is_some()
+                && source.get("path").is_none()
+                && source.get("chart").is_none()
+            {
+                continue;
+            }
+            if !(self.same_repo)(url) || source.get("chart").is_some() {
+                external.push(ExternalSource {
+                    resource: r.id.clone(),
+                    file: r.file.clone(),
+                    line: line_at(&[]),
+                    what: format!("its source {url} is not this repository, so its objects are not checked here (add the URL to render.repo_urls in .meshward.yaml if it is this repository; otherwise check that repository with meshward too)"),
+                });
+                continue;
+            }
+            let Some(path) = source.get("path").and_then(Json::as_str) else {
+                continue;
+            };
+            let mut said = Said::default();
+            let file = r.file.as_str();
+            let dir = said
+                .repo_path(file, line_at(&[k("path")]), "", path, "path")
+                .unwrap_or_default();
+            let helm = source.get("helm").cloned().unwrap_or(Json::Null);
+            let values = self.value_files(&mut said, file, &line_at, &dir, &helm, &refs);
+            let helm_options = self.helm_options(&mut said, file, &line_at, &dir, &helm);
+            let kustomize = source.get("kustomize").cloned().unwrap_or(Json::Null);
+            let kustomize = self.kustomize(&mut said, file, &line_at, &dir, &kustomize);
+            let directory = source.get("directory").cloned().unwrap_or(Json::Null);
+            if directory.get("jsonnet").is_some_and(has_content) {
+                said.ignored(
+                    file,
+                    line_at(&[k("directory"), k("jsonnet")]),
+                    "directory.jsonnet",
+                    "Argo CD evaluates the folder's .jsonnet files with it, and meshward does not run jsonnet",
+                );
+            }
+            if source.get("plugin").is_some() {
+                said.ignored(
+                    file,
+                    line_at(&[k("plugin")]),
+                    "plugin",
+                    "Argo CD renders this source with a config management plugin, and meshward rendered the folder as plain kustomize, Helm or YAML instead (it runs no plugins)",
+                );
+            }
+            out.push(AppSource {
+                path: dir,
+                namespace: dest_ns.clone(),
+                release: helm
+                    .get("releaseName")
+                    .and_then(Json::as_str)
+                    .map(str::to_string)
+                    .or_else(|| Some(r.name.clone())),
+                values,
+                // valuesObject wins over values, as in Argo CD.
+                inline_values: helm
+                    .get("valuesObject")
+                    .filter(|v| !v.is_null())
+                    .cloned()
+                    .or_else(|| {
+                        helm.get("values")
+                            .and_then(Json::as_str)
+                            .and_then(inline_yaml)
+                    }),
+                kustomize,
+                helm: helm_options,
+                directory: DirectoryOptions {
+                    recurse: directory
+                        .get("recurse")
+                        .and_then(Json::as_bool)
+                        .unwrap_or(false),
+                    include: s(&directory, "/include").filter(|s| !s.is_empty()),
+                    exclude: s(&directory, "/exclude").filter(|s| !s.is_empty()),
+                },
+                defined_by: by.to_string(),
+                file: r.file.clone(),
+                line: line_at(&[]),
+                inputs: said.inputs,
+                problems: said.problems,
+                notes: said.notes,
+            });
+        }
+    }
+
+    /// `helm.valueFiles`: relative to the source folder, or `$<ref>/...` relative to
+    /// the root of the source with that ref.
+    fn value_files(
+        &self,
+        said: &mut Said,
+        file: &str,
+        line_at: &dyn Fn(&[Json]) -> u32,
+        dir: &str,
+        helm: &Json,
+        refs: &BTreeMap<String, Option<String>>,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, f) in strings(helm.get("valueFiles")).iter().enumerate() {
+            let line = line_at(&[k("helm"), k("valueFiles"), Json::from(i)]);
+            let resolved = match f.strip_prefix('$') {
+                Some(rest) => {
+                    let (name, rel) = rest.split_once('/').unwrap_or((rest, ""));
+                    match refs.get(name) {
+                        Some(None) => said.repo_path(file, line, "", rel, "values file"),
+                        Some(Some(url)) => {
+                            said.note("render/external-source", Severity::Info, file, line, format!("values file {f} comes from the source with ref {name} ({url}), another repository: the chart was rendered without it, so what it sets was not checked. Check that repository's values with meshward too, or add its URL to render.repo_urls if it is this repository"));
+                            None
+                        }
+                        None => {
+                            said.fail(file, line, format!("values file {f} names ${name}, but no source of the application has ref: {name}, so Argo CD cannot render it. Add the source with that ref, or fix the name"));
+                            None
+                        }
+                    }
+                }
+                None if f.contains("://") => {
+                    said.note("render/external-source", Severity::Info, file, line, format!("values file {f} is fetched over the network by Argo CD; meshward renders offline, so the chart was rendered without it and what it sets was not checked. Keep the values in the repository to have them checked"));
+                    None
+                }
+                None => said.repo_path(file, line, dir, f, "values file"),
+            };
+            if let Some(path) = resolved {
+                said.inputs.insert(path.clone());
+                out.push(path);
+            }
+        }
+        out
+    }
+
+    fn helm_options(
+        &self,
+        said: &mut Said,
+        file: &str,
+        line_at: &dyn Fn(&[Json]) -> u32,
+        dir: &str,
+        helm: &Json,
+    ) -> HelmOptions {
+        let mut parameters = Vec::new();
+        for p in array(helm.get("parameters")) {
+            let Some(name) = p.get("name").and_then(Json::as_str) else {
+                continue;
+            };
+            let value = clean_set_value(&p.get("value").map(text).unwrap_or_default());
+            let name = name.to_string();
+            parameters.push(
+                if p.get("forceString").and_then(Json::as_bool) == Some(true) {
+                    HelmParameter::SetString { name, value }
+                } else {
+                    HelmParameter::Set { name, value }
+                },
+            );
+        }
+        for (i, p) in array(helm.get("fileParameters")).iter().enumerate() {
+            let (Some(name), Some(rel)) = (
+                p.get("name").and_then(Json::as_str),
+                p.get("path").and_then(Json::as_str),
+            ) else {
+                continue;
+            };
+            let line = line_at(&[k("helm"), k("fileParameters"), Json::from(i)]);
+            if let Some(path) = said.repo_path(file, line, dir, rel, "file parameter") {
+                said.inputs.insert(path.clone());
+                parameters.push(HelmParameter::SetFile {
+                    name: name.to_string(),
+                    path,
+                });
+            }
+        }
+        HelmOptions {
+            parameters,
+            ignore_missing_values: helm
+                .get("ignoreMissingValueFiles")
+                .and_then(Json::as_bool)
+                .unwrap_or(false),
+            skip_schema_validation: helm
+                .get("skipSchemaValidation")
+                .and_then(Json::as_bool)
+                .unwrap_or(false),
+            release_namespace: s(helm, "/namespace").filter(|n| !n.is_empty()),
+            kube_version: s(helm, "/kubeVersion").filter(|n| !n.is_empty()),
+            api_versions: strings(helm.get("apiVersions")),
+        }
+    }
+
+    fn kustomize(
+        &self,
+        said: &mut Said,
+        file: &str,
+        line_at: &dyn Fn(&[Json]) -> u32,
+        dir: &str,
+        k8z: &Json,
+    ) -> KustomizeOptions {
+        let line = |key: &str| line_at(&[k("kustomize"), k(key)]);
+        let mut patches = Vec::new();
+        for (i, p) in array(k8z.get("patches")).into_iter().enumerate() {
+            let mut spec = p.clone();
+            let mut from = None;
+            if let Some(rel) = p.get("path").and_then(Json::as_str) {
+                let at = line_at(&[k("kustomize"), k("patches"), Json::from(i)]);
+                let Some(path) = said.repo_path(file, at, dir, rel, "patch") else {
+                    continue;
+                };
+                let Some(text) = self.repo.read(&path) else {
+                    said.fail(file, at, format!("patch file {rel:?} ({path}) is not a YAML or JSON file of this repository: Argo CD cannot build this application. Fix the path"));
+                    continue;
+                };
+                if let Some(o) = spec.as_object_mut() {
+                    o.remove("path");
+                }
+                spec["patch"] = Json::from(text);
+                said.inputs.insert(path.clone());
+                from = Some(path);
+            }
+            patches.push(InlinePatch { spec, file: from });
+        }
+        let components = components(
+            said,
+            self.repo,
+            file,
+            line("components"),
+            dir,
+            &strings(k8z.get("components")),
+            k8z.get("ignoreMissingComponents").and_then(Json::as_bool) == Some(true),
+        );
+        let mut replicas = Vec::new();
+        for r in array(k8z.get("replicas")) {
+            let name = r.get("name").and_then(Json::as_str).unwrap_or_default();
+            let count = r.get("count").map(text).unwrap_or_default();
+            match count.parse::<i64>() {
+                Ok(n) => replicas.push(serde_json::json!({ "name": name, "count": n })),
+                Err(_) => said.fail(file, line("replicas"), format!("replicas of {name:?} is {count:?}, not a number: Argo CD cannot build this application")),
+            }
+        }
+        for (key, effect) in [
+            (
+                "kubeVersion",
+                "Argo CD passes it to the Helm charts kustomize inflates (helmCharts)",
+            ),
+            (
+                "apiVersions",
+                "Argo CD passes it to the Helm charts kustomize inflates (helmCharts)",
+            ),
+        ] {
+            if k8z.get(key).is_some_and(|v| !v.is_null()) {
+                said.ignored(file, line(key), &format!("kustomize.{key}"), effect);
+            }
+        }
+        if k8z.get("commonAnnotationsEnvsubst").and_then(Json::as_bool) == Some(true) {
+            said.ignored(file, line("commonAnnotationsEnvsubst"), "kustomize.commonAnnotationsEnvsubst", "Argo CD replaces ${ARGOCD_APP_...} variables in the common annotations, and meshward applied them with the variables left in");
+        }
+        let without_selector =
+            k8z.get("labelWithoutSelector").and_then(Json::as_bool) == Some(true);
+        KustomizeOptions {
+            namespace: s(k8z, "/namespace").filter(|n| !n.is_empty()),
+            name_prefix: s(k8z, "/namePrefix").filter(|n| !n.is_empty()),
+            name_suffix: s(k8z, "/nameSuffix").filter(|n| !n.is_empty()),
+            common_labels: string_map(k8z.get("commonLabels")),
+            labels_include_selectors: !without_selector,
+            labels_include_templates: without_selector
+                && k8z.get("labelIncludeTemplates").and_then(Json::as_bool) == Some(true),
+            common_annotations: string_map(k8z.get("commonAnnotations")),
+            images: strings(k8z.get("images")),
+            image_overrides: Vec::new(),
+            patches,
+            components,
+            replicas,
+        }
     }
 }
 
@@ -435,6 +1073,13 @@ mod tests {
             normalize_repo_url("ssh://git@github.com/acme/gitops"),
             "github.com/acme/gitops"
         );
+    }
+
+    #[test]
+    fn set_values_escape_commas_as_argo_does() {
+        assert_eq!(clean_set_value("a,b"), r"a\,b");
+        assert_eq!(clean_set_value(r"a\,b"), r"a\,b");
+        assert_eq!(clean_set_value("{a,b}"), "{a,b}");
     }
 
     #[test]
