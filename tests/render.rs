@@ -1100,3 +1100,30 @@ fn argo_directory_options_select_the_files_the_app_applies() {
     assert!(namespace_of("b").contains("/shop/"), "{ids:?}");
     assert!(namespace_of("c").contains("/default/"), "{ids:?}");
 }
+
+#[test]
+fn a_values_file_that_links_out_of_the_repository_is_refused() {
+    let outside = tempfile::tempdir().expect("tempdir");
+    let secret = outside.path().join("values.yaml");
+    std::fs::write(&secret, "partner:\n  resolution: NONE\n").expect("write");
+    let repo = GitRepo::new();
+    copy_tree(&render_fixture("argo"), &repo.path());
+    // Outside the chart folder, so the chart folder's own link check does not see it.
+    std::fs::create_dir_all(repo.path().join("env")).expect("mkdir");
+    std::os::unix::fs::symlink(&secret, repo.path().join("env/prod.yaml")).expect("link");
+    let app = "apps/egress-prod.yaml";
+    let text = std::fs::read_to_string(repo.path().join(app)).expect("app");
+    repo.write(
+        app,
+        &text.replace("- values-prod.yaml", "- ../../env/prod.yaml"),
+    );
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(
+        f[0].message.contains("env/prod.yaml") && f[0].message.contains("symbolic link"),
+        "{}",
+        f[0].message
+    );
+    assert!(with_rule(&report, "serviceentry/none-with-endpoints").is_empty());
+}
