@@ -1127,3 +1127,26 @@ fn a_values_file_that_links_out_of_the_repository_is_refused() {
     );
     assert!(with_rule(&report, "serviceentry/none-with-endpoints").is_empty());
 }
+
+#[test]
+fn flux_target_namespace_moves_a_plain_folders_objects_that_name_their_own() {
+    let repo = GitRepo::new();
+    repo.write(
+        "clusters/prod/apps.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  path: ./apps/web\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  targetNamespace: shop\n",
+    );
+    // No kustomization here: Flux generates one, and its namespace wins over the file's.
+    repo.write(
+        "apps/web/policy.yaml",
+        "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata:\n  name: ghost\n  namespace: staging\nspec:\n  selector:\n    matchLabels: {app: ghost}\n  action: ALLOW\n  rules:\n    - from:\n        - source:\n            namespaces: [shop]\n",
+    );
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "selector/matches-nothing");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    let r = f[0].resource.as_ref().expect("resource");
+    assert_eq!(
+        (r.namespace.as_deref(), r.name.as_str()),
+        (Some("shop"), "ghost")
+    );
+    assert_eq!(f[0].file, "apps/web/policy.yaml");
+}

@@ -385,6 +385,9 @@ fn app_inputs(tree: &Tree) -> BTreeSet<String> {
 /// Whether a Flux Kustomization sets options that need a kustomization to apply.
 fn flux_needs_kustomization(body: &Json) -> bool {
     [
+        // Flux sets it on every namespaced object, also those naming their own: a
+        // plain folder's objects only default to it.
+        "targetNamespace",
         "patches",
         "patchesStrategicMerge",
         "patchesJson6902",
@@ -403,7 +406,8 @@ fn flux_needs_kustomization(body: &Json) -> bool {
 }
 
 /// Folders without kustomization that a Flux Kustomization applies with options
-/// (patches, images, name prefix or suffix, common metadata, components): Flux
+/// (target namespace, patches, images, name prefix or suffix, common metadata,
+/// components): Flux
 /// generates a kustomization listing the folder's `.yaml`/`.yml` files, recursively,
 /// and the folders below it that hold a kustomization (not descended into). They are
 /// roots like any kustomization, so their files are checked through the render only.
