@@ -118,21 +118,28 @@ impl ApiTokens {
         if self.is_empty() {
             return Access::NotConfigured;
         }
-        if let Some(auth) = headers
+        let authorization = headers
             .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-        {
-            let token = auth
-                .strip_prefix("Bearer ")
-                .or_else(|| auth.strip_prefix("bearer "));
-            return match token {
-                Some(t) if self.verify(t.trim()) => Access::Granted,
-                _ => Access::Denied("the bearer token is not one of MESHWARD_API_TOKENS"),
+            .and_then(|v| v.to_str().ok());
+        let bearer = authorization.and_then(|auth| {
+            auth.strip_prefix("Bearer ")
+                .or_else(|| auth.strip_prefix("bearer "))
+        });
+        if let Some(token) = bearer {
+            return if self.verify(token.trim()) {
+                Access::Granted
+            } else {
+                Access::Denied("the bearer token is not one of MESHWARD_API_TOKENS")
             };
         }
+        // Another scheme (a proxy in front may add `Basic`) is not ours to judge: the
+        // session cookie still decides.
         match cookie(headers, SESSION_COOKIE) {
             Some(v) if self.verify_session(v, now_ms, max_ttl) => Access::Granted,
             Some(_) => Access::Denied("the session expired or its token was revoked: log in again"),
+            None if authorization.is_some() => Access::Denied(
+                "only `Authorization: Bearer <token>` is accepted, with a token from MESHWARD_API_TOKENS",
+            ),
             None => Access::Denied(
                 "send `Authorization: Bearer <token>` with a token from MESHWARD_API_TOKENS",
             ),
@@ -219,5 +226,11 @@ mod tests {
             format!("x=1; {SESSION_COOKIE}={s}").parse().unwrap(),
         );
         assert_eq!(t.authorized(&h, 0, ttl), Access::Granted);
+        // A proxy's Basic credentials beside the session do not lock the user out.
+        h.insert("authorization", "Basic dXNlcjpwYXNz".parse().unwrap());
+        assert_eq!(t.authorized(&h, 0, ttl), Access::Granted);
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Basic dXNlcjpwYXNz".parse().unwrap());
+        assert!(matches!(t.authorized(&h, 0, ttl), Access::Denied(m) if m.contains("only")));
     }
 }
