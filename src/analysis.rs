@@ -122,11 +122,23 @@ pub fn analyze(
     }
 
     let started = std::time::Instant::now();
-    let (mut head_parsed, mut base_parsed) = rayon::join(
+    // Base's model is built on base's thread while head is parsed, unless context
+    // roots may still be added to base (a root base left unrendered).
+    let (mut head_parsed, base_parsed) = rayon::join(
         || parse_revision(&head, &config, opts),
-        || base.as_ref().map(|b| parse_revision(b, &config, opts)),
+        || {
+            base.as_ref().map(|b| {
+                let parsed = parse_revision(b, &config, opts);
+                let complete = parsed.rendered.iter().all(|r| *r);
+                let model =
+                    complete.then(|| model::build(&parsed.loaded.resources, &config.mesh, None));
+                (parsed, model)
+            })
+        },
     );
+    let (mut base_parsed, mut base_model) = base_parsed.unzip();
     if let Some(changed) = &opts.changed_paths {
+        let before = base_parsed.as_ref().map(|p| p.stats.context);
         render_context(
             (&head, &mut head_parsed),
             base.as_ref().zip(base_parsed.as_mut()),
@@ -134,6 +146,9 @@ pub fn analyze(
             &config,
             opts,
         );
+        if base_parsed.as_ref().map(|p| p.stats.context) != before {
+            base_model = None;
+        }
     }
     if let Some(note) = render_note(
         &head_parsed.stats,
@@ -144,7 +159,9 @@ pub fn analyze(
     }
     let head_parsed = head_parsed.loaded;
     let base_loaded = base_parsed.map(|p| {
-        let model = model::build(&p.loaded.resources, &config.mesh, None);
+        let model = base_model
+            .flatten()
+            .unwrap_or_else(|| model::build(&p.loaded.resources, &config.mesh, None));
         (p.loaded, model)
     });
     let base_model = base_loaded.as_ref().map(|(_, m)| m);
@@ -505,6 +522,10 @@ fn render_roots(
     roots: &[&crate::render::PlannedRoot],
 ) -> Vec<crate::render::Rendered> {
     use rayon::prelude::*;
+    if roots.is_empty() {
+        // Nothing to render: the revision is not extracted (a whole tree to disk).
+        return Vec::new();
+    }
     let dir = dir.get_or_insert_with(|| match rev.tree.source.as_ref() {
         Some(source) => crate::workspace::materialize(source).map_err(|e| format!("{e:#}")),
         None => Err("the revision is not available on disk".to_string()),
