@@ -91,9 +91,52 @@ pub enum RunError {
     Failed(String),
 }
 
+const UNSHARE: &str = "/usr/bin/unshare";
+const ISOLATE: [&str; 4] = ["--user", "--map-root-user", "--net", "--"];
+
+/// Whether tools can run in a network namespace of their own (util-linux
+/// `unshare`, user namespaces allowed): probed once. Where they cannot (a container
+/// whose seccomp profile forbids it), the proxy settings that lead nowhere and the
+/// refusal of remote references before anything runs are the guard; a warning says
+/// so once.
+pub fn network_isolation() -> bool {
+    static PROBED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROBED.get_or_init(|| {
+        let works = Command::new(UNSHARE)
+            .args(ISOLATE)
+            .arg("/bin/true")
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !works {
+            tracing::warn!("render tools run without a network namespace of their own (unshare --user --net is not allowed here); remote references are still refused before they run and proxies lead nowhere");
+        }
+        works
+    })
+}
+
 /// Runs a tool with a scrubbed environment: no proxy configuration except one that
-/// leads nowhere, no kubeconfig, no plugin folders, caches in a private temp dir.
-pub fn run(mut cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8>, RunError> {
+/// leads nowhere, no kubeconfig, no plugin folders, caches in a private temp dir;
+/// and, where the machine allows it, in a network namespace with no interface but
+/// loopback, so nothing the tool tries reaches the network.
+pub fn run(cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8>, RunError> {
+    let mut cmd = if network_isolation() {
+        // unshare execs the tool in place: the child is the tool, for the time limit.
+        let mut wrapped = Command::new(UNSHARE);
+        wrapped
+            .args(ISOLATE)
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        if let Some(dir) = cmd.get_current_dir() {
+            wrapped.current_dir(dir);
+        }
+        wrapped
+    } else {
+        cmd
+    };
     let blackhole = "http://127.0.0.1:9";
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -188,6 +231,21 @@ mod tests {
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c").arg(script);
         run(cmd, scratch.path(), &RenderLimits::default())
+    }
+
+    #[test]
+    fn where_the_machine_allows_it_tools_see_no_network_but_loopback() {
+        if !network_isolation() {
+            return; // Said by a warning; the proxy guard is tested by the render tests.
+        }
+        let out = sh("cat /proc/net/dev").unwrap_or_default();
+        let text = String::from_utf8_lossy(&out);
+        let interfaces: Vec<&str> = text
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next().map(str::trim))
+            .collect();
+        assert_eq!(interfaces, vec!["lo"], "{text}");
     }
 
     #[test]
