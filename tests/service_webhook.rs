@@ -277,6 +277,38 @@ async fn health_readiness_and_metrics(store: Store) {
     }
 }
 
+/// The database fails while a delivery is recorded: GitHub gets 503 (it may
+/// redeliver), and nothing of the delivery is kept, so the redelivery is not taken
+/// for a duplicate and queues its job. A database that is gone is a 503 too.
+async fn a_database_failure_is_503_and_keeps_nothing(store: Store) {
+    let (app, store, metrics) = app(store).await;
+    let body = pr_event("opened", 7, &sha('b'), &sha('a'));
+    // The delivery and repository rows are written before the job's: the job's fails.
+    store
+        .execute_script("ALTER TABLE jobs RENAME TO jobs_away")
+        .await
+        .unwrap();
+    let (status, text) = post(&app, "pull_request", "d-1", &body).await;
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("redeliver"), "{text}");
+    store
+        .execute_script("ALTER TABLE jobs_away RENAME TO jobs")
+        .await
+        .unwrap();
+    assert_eq!(store.delivery_count().await.unwrap(), 0);
+    assert!(store.repos().await.unwrap().is_empty());
+    assert!(metrics
+        .render()
+        .contains(r#"meshward_webhook_deliveries_total{event="pull_request",outcome="error"} 1"#));
+    let (status, text) = post(&app, "pull_request", "d-1", &body).await;
+    assert_eq!(status, 202, "the redelivery is recorded: {text}");
+    assert_eq!(store.jobs().await.unwrap().len(), 1);
+
+    store.close().await;
+    let (status, _) = post(&app, "pull_request", "d-2", &body).await;
+    assert_eq!(status, 503);
+}
+
 contract!(
     bad_or_missing_signatures_are_refused_and_nothing_is_stored,
     a_pull_request_queues_one_check_and_a_redelivery_does_nothing,
@@ -287,6 +319,7 @@ contract!(
     oversized_bodies_get_413_and_bad_payloads_400,
     health_readiness_and_metrics,
     end_to_end_pull_request_to_stored_findings,
+    a_database_failure_is_503_and_keeps_nothing,
 );
 
 /// A signed pull_request webhook → a check job → a worker (App auth against the
