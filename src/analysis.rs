@@ -441,6 +441,25 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed
         &config.render,
         &repo_urls,
     );
+    // Inputs only the app objects reveal (a patch file an ApplicationSet's template
+    // names) are checked through the render, not also as objects of their own.
+    let app_files: std::collections::BTreeSet<&str> = plan
+        .roots
+        .iter()
+        .filter_map(|p| p.app_file.as_deref())
+        .collect();
+    let inputs: std::collections::BTreeSet<&str> = plan
+        .roots
+        .iter()
+        .flat_map(|p| p.files.iter().map(String::as_str))
+        .filter(|f| !app_files.contains(f))
+        .collect();
+    loaded
+        .resources
+        .retain(|r| !inputs.contains(r.file.as_str()));
+    loaded
+        .findings
+        .retain(|f| !(f.rule.starts_with("manifest/") && inputs.contains(f.file.as_str())));
     loaded.findings.extend(plan.findings.iter().cloned());
     // Plain folders an app object applies: their objects default to its namespace.
     for d in &plan.directories {

@@ -1150,3 +1150,46 @@ fn flux_target_namespace_moves_a_plain_folders_objects_that_name_their_own() {
     );
     assert_eq!(f[0].file, "apps/web/policy.yaml");
 }
+
+#[test]
+fn a_patch_file_an_applicationset_template_names_is_checked_through_the_render_only() {
+    let repo = GitRepo::new();
+    copy_tree(&render_fixture("appset"), &repo.path());
+    std::fs::remove_file(repo.path().join("apps/envs.yaml")).expect("rm");
+    repo.write(
+        "apps/envs.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: envs\n  namespace: argocd\nspec:\n  generators:\n    - list:\n        elements: [{env: prod}]\n  template:\n    metadata:\n      name: \"egress-{{env}}\"\n    spec:\n      project: default\n      source:\n        repoURL: https://github.com/acme/gitops.git\n        targetRevision: main\n        path: \"envs/{{env}}\"\n        kustomize:\n          patches:\n            - path: ../../patches/{{env}}.yaml\n              target: {kind: ServiceEntry}\n      destination:\n        server: https://kubernetes.default.svc\n        namespace: \"egress-{{env}}\"\n",
+    );
+    // A partial object: on its own it would be a ServiceEntry without hosts.
+    repo.write(
+        "patches/prod.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: partner-api\nspec:\n  location: MESH_EXTERNAL\n",
+    );
+    let report = check_dir(&repo.path());
+    let stray: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.file == "patches/prod.yaml")
+        .filter(|f| {
+            f.resource
+                .as_ref()
+                .is_none_or(|r| r.namespace.as_deref() != Some("egress-prod"))
+        })
+        .collect();
+    assert!(stray.is_empty(), "{stray:#?}");
+    assert!(
+        report
+            .summary
+            .notes
+            .iter()
+            .any(|n| n.starts_with("Rendered 1 of 1")),
+        "{:?}",
+        report.summary.notes
+    );
+    // The patch was applied: the rendered object is in egress-prod.
+    assert!(report
+        .models
+        .head_resources
+        .iter()
+        .any(|id| id.contains("egress-prod") && id.contains("partner-api")));
+}
