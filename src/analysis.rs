@@ -441,8 +441,9 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed
         &config.render,
         &repo_urls,
     );
-    // Inputs only the app objects reveal (a patch file an ApplicationSet's template
-    // names) are checked through the render, not also as objects of their own.
+    // Inputs only the app objects reveal (a patch file an Application or an
+    // ApplicationSet's template names, a component) are checked through the render,
+    // not also as objects of their own.
     let app_files: std::collections::BTreeSet<&str> = plan
         .roots
         .iter()
@@ -463,7 +464,11 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed
     loaded.findings.extend(plan.findings.iter().cloned());
     // Plain folders an app object applies: their objects default to its namespace.
     for d in &plan.directories {
-        let under: Vec<SourceFile> = files.iter().filter(|f| d.holds(&f.path)).cloned().collect();
+        let under: Vec<SourceFile> = files
+            .iter()
+            .filter(|f| d.holds(&f.path) && !inputs.contains(f.path.as_str()))
+            .cloned()
+            .collect();
         if under.is_empty() || d.namespace == "default" {
             continue;
         }
@@ -787,11 +792,12 @@ fn diff(base: &[Finding], head: &[Finding]) -> Vec<Finding> {
     let mut remaining: HashMap<(String, String, String), usize> = HashMap::new();
     let mut base_subjects: HashMap<(String, String, String), HashSet<&str>> = HashMap::new();
     for f in base {
-        *remaining.entry(f.identity()).or_default() += 1;
+        let id = f.identity();
         base_subjects
-            .entry(f.identity())
+            .entry(id.clone())
             .or_default()
             .extend(f.subjects.iter().map(String::as_str));
+        *remaining.entry(id).or_default() += 1;
     }
     let mut out = Vec::with_capacity(head.len());
     for f in head {

@@ -913,6 +913,16 @@ fn argo_kustomize_options_apply_as_argo_applies_them() {
         "{:#?}",
         report.findings
     );
+    // The patch file is a fragment of the rendered Deployment, not a second one.
+    assert!(
+        with_rule(&report, "manifest/duplicate-resource").is_empty()
+            && !report
+                .findings
+                .iter()
+                .any(|f| f.rule.starts_with("manifest/") && f.file == "mesh/patches/sa.yaml"),
+        "{:#?}",
+        report.findings
+    );
 
     // labelWithoutSelector keeps the labels off selectors and templates; common
     // annotations reach the pod template (here: the workload opts out of injection).

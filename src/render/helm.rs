@@ -92,6 +92,7 @@ pub fn source_map(
     source: Option<String>,
     read: &dyn Fn(&str) -> Option<String>,
     entry: (&str, u32),
+    values: &[(String, Arc<Node>)],
 ) -> SourceMap {
     // "# Source: <chart>/templates/x.yaml" → <root>/templates/x.yaml
     let template = source.and_then(|s| {
@@ -103,6 +104,21 @@ pub fn source_map(
         let text = read(&file)?;
         Some((file, Arc::new(text)))
     });
+    SourceMap::Helm {
+        template,
+        values: values.to_vec(),
+        entry: (entry.0.to_string(), entry.1),
+    }
+}
+
+/// The values a root's objects may take a field from, in helm's order (the last
+/// that sets it wins), each with its lines: read once per root, shared by every
+/// object's source map.
+pub fn values_nodes(
+    root: &Root,
+    read: &dyn Fn(&str) -> Option<String>,
+    entry: (&str, u32),
+) -> Vec<(String, Arc<Node>)> {
     let mut values = Vec::new();
     let defaults = join(&root.path, "values.yaml").unwrap_or_default();
     for file in std::iter::once(&defaults).chain(root.values.iter()) {
@@ -120,11 +136,7 @@ pub fn source_map(
             values.push((entry.0.to_string(), Arc::new(node)));
         }
     }
-    SourceMap::Helm {
-        template,
-        values,
-        entry: (entry.0.to_string(), entry.1),
-    }
+    values
 }
 
 /// The inline values of the app object whose `entry_line` is in `app_text`, with

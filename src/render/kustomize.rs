@@ -382,7 +382,11 @@ pub fn source_map(
     // Patches the app object itself carries (Flux spec.patches, Argo
     // kustomize.patches) are applied last, by the wrapper; a field they set points
     // at its line in the app object, or in the patch file the app object names.
-    let app_text = read(entry.0);
+    let app_text = if inline_patches.is_empty() {
+        None
+    } else {
+        read(entry.0)
+    };
     for p in inline_patches {
         let Some(text) = p.spec.get("patch").and_then(Json::as_str) else {
             continue;

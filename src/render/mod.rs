@@ -271,8 +271,6 @@ impl DirectoryRoot {
 pub struct Discovery {
     pub kustomize: Vec<PlannedRoot>,
     pub helm: Vec<PlannedRoot>,
-    /// Files app objects read besides their roots' own (patch files).
-    pub app_inputs: BTreeSet<String>,
 }
 
 struct TreeView<'a> {
@@ -365,21 +363,6 @@ fn helm_root(dir: &str) -> PlannedRoot {
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Files Argo CD Applications read as kustomize patches (see
-/// [`roots::argo_patch_files`]).
-fn app_inputs(tree: &Tree) -> BTreeSet<String> {
-    let candidates: Vec<SourceFile> = tree
-        .files
-        .iter()
-        .filter(|f| contains(&f.bytes, b"argoproj.io") && contains(&f.bytes, b"patches"))
-        .cloned()
-        .collect();
-    if candidates.is_empty() {
-        return BTreeSet::new();
-    }
-    roots::argo_patch_files(&manifest::load(&candidates, &Limits::default()).resources)
 }
 
 /// Whether a Flux Kustomization sets options that need a kustomization to apply.
@@ -586,23 +569,16 @@ pub fn discover(tree: &Tree) -> Discovery {
         })
         .map(|d| helm_root(d))
         .collect();
-    let app_inputs = app_inputs(tree);
-    Discovery {
-        kustomize,
-        helm,
-        app_inputs,
-    }
+    Discovery { kustomize, helm }
 }
 
 impl Discovery {
     /// Files that are inputs of some kustomization or chart: not checked on their own.
     pub fn is_input(&self, path: &str) -> bool {
-        self.app_inputs.contains(path)
-            || self
-                .kustomize
-                .iter()
-                .chain(&self.helm)
-                .any(|r| r.reads(path))
+        self.kustomize
+            .iter()
+            .chain(&self.helm)
+            .any(|r| r.reads(path))
     }
 }
 
@@ -1266,6 +1242,10 @@ pub fn render_root(
         .and_then(|c| c.get("name").and_then(Json::as_str).map(str::to_string))
         .unwrap_or_default();
     let entry = (root.entry.as_str(), root.entry_line);
+    let helm_values = match root.kind {
+        RootKind::Helm => helm::values_nodes(root, view_read, entry),
+        RootKind::Kustomize => Vec::new(),
+    };
     for r in &mut loaded.resources {
         let map = match (&root.kind, &wrap_dir) {
             (RootKind::Kustomize, Some((wrap, repo))) => {
@@ -1295,6 +1275,7 @@ pub fn render_root(
                 helm::source_of_line(&text, r.line),
                 view_read,
                 entry,
+                &helm_values,
             ),
         };
         let here = map.locate(&[]);

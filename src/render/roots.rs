@@ -517,38 +517,6 @@ fn flux_source(r: &Resource, pointer: &str) -> String {
     )
 }
 
-/// Patch files Argo CD Applications name in `kustomize.patches`: fragments that are
-/// inputs of the app's root, not objects to check on their own. (ApplicationSet
-/// templates are left out: their paths depend on the generators.)
-pub fn argo_patch_files(resources: &[Resource]) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for r in resources
-        .iter()
-        .filter(|r| r.kind == "Application" && r.api_version.starts_with("argoproj.io/"))
-    {
-        let Some(spec) = r.body.get("spec") else {
-            continue;
-        };
-        for (_, source) in argo_sources(spec) {
-            let dir = source
-                .get("path")
-                .and_then(Json::as_str)
-                .and_then(|p| join("", p));
-            let Some(dir) = dir else { continue };
-            for p in array(source.pointer("/kustomize/patches")) {
-                if let Some(path) = p
-                    .get("path")
-                    .and_then(Json::as_str)
-                    .and_then(|rel| join(&dir, rel))
-                {
-                    out.insert(path);
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Components (Argo `kustomize.components`, Flux `spec.components`): folders relative
 /// to the source folder, inside the repository.
 fn components(
