@@ -164,11 +164,19 @@ pub fn linked(p: &PlannedRoot, files: &[&SourceFile], reach: &Reach, root_namesp
     // The root's objects name a namespace the change deploys into (a policy whose
     // principals are there, a Sidecar importing its hosts, its Namespace object),
     // in its files or in what its app object sets.
+    use super::roots::HelmParameter;
     let set_by_app = root
         .inline_values
         .iter()
+        .chain(root.kustomize.patches.iter().map(|p| &p.spec))
         .map(|v| v.to_string())
-        .chain(root.helm.parameters.iter().map(|p| format!("{:?}", p)))
+        .chain(root.helm.parameters.iter().filter_map(|p| match p {
+            HelmParameter::Set { value, .. } | HelmParameter::SetString { value, .. } => {
+                Some(value.clone())
+            }
+            // Its content is a file the root reads: among `files`.
+            HelmParameter::SetFile { .. } => None,
+        }))
         .collect::<Vec<_>>()
         .join("\n");
     std::iter::once(std::borrow::Cow::Owned(set_by_app))
@@ -289,5 +297,16 @@ mod tests {
         assert!(!linked(&p, &[&a], &reach(&["bank"], "{}"), "istio-system"));
         // Nothing changed: nothing to link.
         assert!(!linked(&p, &[&a], &reach(&[], "{}"), "istio-system"));
+        // What the app object sets counts like the root's files.
+        let mut q = root(RootKind::Kustomize, "gate", Some("gate"));
+        q.root
+            .kustomize
+            .patches
+            .push(crate::render::roots::InlinePatch {
+                spec: serde_json::json!({"patch": "principals: [cluster.local/ns/shop/sa/web]"}),
+                file: None,
+            });
+        assert!(linked(&q, &[], &reach(&["shop"], "{}"), "istio-system"));
+        assert!(!linked(&q, &[], &reach(&["bank"], "{}"), "istio-system"));
     }
 }
