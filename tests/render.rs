@@ -1203,3 +1203,24 @@ fn a_patch_file_an_applicationset_template_names_is_checked_through_the_render_o
         .iter()
         .any(|id| id.contains("egress-prod") && id.contains("partner-api")));
 }
+
+#[test]
+fn a_chart_dependency_at_an_absolute_path_is_refused() {
+    let repo = GitRepo::new();
+    repo.write(
+        "charts/egress/Chart.yaml",
+        "apiVersion: v2\nname: egress\nversion: 0.1.0\ndependencies:\n  - name: lib\n    version: 0.1.0\n    repository: file:///opt/charts/lib\n",
+    );
+    repo.write(
+        "charts/egress/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+    );
+    let report = check_dir(&repo.path());
+    let f = with_rule(&report, "render/refused");
+    assert_eq!(f.len(), 1, "{:#?}", report.findings);
+    assert!(
+        f[0].message.contains("outside the repository"),
+        "{}",
+        f[0].message
+    );
+}

@@ -42,7 +42,9 @@ pub fn check_dependencies(
             .and_then(Json::as_str)
             .unwrap_or_default();
         if let Some(local) = repo.strip_prefix("file://") {
-            if join(&root.path, local).is_none() {
+            // helm reads an absolute path wherever it points; join() would take it
+            // for a path in the repository.
+            if local.starts_with('/') || join(&root.path, local).is_none() {
                 problems.push(Problem::refused(
                     &chart_file,
                     &format!("dependency {name} points outside the repository ({repo})"),
