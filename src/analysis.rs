@@ -84,7 +84,7 @@ pub fn analyze(
 ) -> Result<Report, CheckError> {
     // Config and repository policies come from base: a change cannot waive itself.
     let config_tree = base.as_ref().map(|b| b.tree).unwrap_or(head.tree);
-    let config = match config_tree.get(CONFIG_FILE) {
+    let mut config = match config_tree.get(CONFIG_FILE) {
         Some(f) => RepoConfig::parse(&String::from_utf8_lossy(&f.bytes))?,
         None => RepoConfig::default(),
     };
@@ -114,6 +114,12 @@ pub fn analyze(
                 .to_string(),
         );
     }
+    notes.extend(apply_install_mesh(
+        &mut config,
+        config_tree,
+        base.as_ref().map(|_| head.tree),
+        &opts.limits,
+    ));
     if opts.evidence.is_none() && opts.prometheus.is_none() {
         notes.push(
             "No telemetry evidence was given: STRICT mTLS cannot be shown safe (--evidence)."
@@ -337,11 +343,19 @@ fn gather_evidence(
 }
 
 /// Head resources that are new or whose object differs from base's.
+/// One id may stand for several objects (the Jobs of one `generateName`): a head
+/// object is unchanged when base has one like it under its id.
 fn changed_resources(base: &[Resource], head: &[Resource]) -> std::collections::BTreeSet<String> {
-    let before: HashMap<&str, &serde_json::Value> =
-        base.iter().map(|r| (r.id.as_str(), &r.body)).collect();
+    let mut before: HashMap<&str, Vec<&serde_json::Value>> = HashMap::new();
+    for r in base {
+        before.entry(r.id.as_str()).or_default().push(&r.body);
+    }
     head.iter()
-        .filter(|r| before.get(r.id.as_str()) != Some(&&r.body))
+        .filter(|r| {
+            !before
+                .get(r.id.as_str())
+                .is_some_and(|bodies| bodies.contains(&&r.body))
+        })
         .map(|r| r.id.clone())
         .collect()
 }
@@ -357,13 +371,81 @@ fn policy_files_differ(base: &Tree, head: &Tree) -> bool {
     pick(base) != pick(head)
 }
 
-/// Is this file a manifest of the checked tree (not config, not policy)?
+/// Is this file a manifest of the checked tree (not config, not policy, not a
+/// dot-file or CI config unless `paths.include` names it)?
 fn is_manifest(f: &SourceFile, config: &RepoConfig) -> bool {
-    let lower = f.path.to_ascii_lowercase();
+    is_yaml_input(&f.path) && config.manifest_selected(&f.path)
+}
+
+/// A YAML file that is not meshward's own config or policy.
+fn is_yaml_input(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
     (lower.ends_with(".yaml") || lower.ends_with(".yml"))
-        && f.path != CONFIG_FILE
-        && !f.path.starts_with(".meshward/")
-        && config.path_selected(&f.path)
+        && path != CONFIG_FILE
+        && !path.starts_with(".meshward/")
+}
+
+/// YAML files `paths` selects that are not read as manifests: dot-files, files
+/// under dot-folders and CI configs (see `workspace::read_by_default`).
+fn not_read_as_manifests(tree: &Tree, config: &RepoConfig) -> usize {
+    tree.files
+        .iter()
+        .map(|f| f.path.as_str())
+        .chain(tree.oversized.iter().map(|(p, _)| p.as_str()))
+        .chain(tree.symlinks.iter().map(String::as_str))
+        .filter(|p| is_yaml_input(p) && config.path_selected(p) && !config.manifest_selected(p))
+        .count()
+}
+
+/// The root namespace and trust domain the repository's IstioOperator files install,
+/// where `.meshward.yaml` sets none (see `manifest::install`). Read from the
+/// revision the config file is read from: the mesh runs with what is installed
+/// until it is reinstalled, and a change cannot move its own checks. A change that
+/// edits them is told so.
+fn apply_install_mesh(
+    config: &mut RepoConfig,
+    config_tree: &Tree,
+    head: Option<&Tree>,
+    limits: &Limits,
+) -> Vec<String> {
+    use manifest::install;
+    let resolve = |tree: &Tree| {
+        let files: Vec<&SourceFile> = tree
+            .files
+            .iter()
+            .filter(|f| is_manifest(f, config))
+            .collect();
+        install::resolve(
+            &config.mesh,
+            &config.mesh_keys,
+            &install::mesh_settings(&files, limits),
+        )
+    };
+    let (mesh, mut notes) = resolve(config_tree);
+    if let Some(head) = head {
+        let (after, _) = resolve(head);
+        let mut moved = Vec::new();
+        if after.root_namespace != mesh.root_namespace {
+            moved.push(format!(
+                "root namespace {} → {}",
+                mesh.root_namespace, after.root_namespace
+            ));
+        }
+        if after.trust_domain != mesh.trust_domain {
+            moved.push(format!(
+                "trust domain {} → {}",
+                mesh.trust_domain, after.trust_domain
+            ));
+        }
+        if !moved.is_empty() {
+            notes.push(format!(
+                "This change edits IstioOperator install files: {}. Both revisions are checked with the base revision's values, which the mesh keeps until istioctl installs the new ones.",
+                moved.join(", ")
+            ));
+        }
+    }
+    config.mesh = mesh;
+    notes
 }
 
 /// What rendering did in one revision.
@@ -427,6 +509,7 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed
         .iter()
         .filter(|f| is_manifest(f, config))
         .count();
+    loaded.files_not_read = not_read_as_manifests(rev.tree, config);
     let mut repo_urls: std::collections::BTreeSet<String> = opts
         .repo_urls
         .iter()
@@ -512,7 +595,7 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed
     }
     let loaded = &mut parsed.loaded;
     for (path, size) in &rev.tree.oversized {
-        if config.path_selected(path) {
+        if config.path_selected(path) && config.manifest_selected(path) {
             loaded.findings.push(input_finding(
                 "manifest/limit-exceeded",
                 Severity::Error,
@@ -523,7 +606,7 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed
         }
     }
     for path in &rev.tree.symlinks {
-        if config.path_selected(path) {
+        if config.path_selected(path) && config.manifest_selected(path) {
             loaded.findings.push(input_finding(
                 "manifest/symlink-not-followed",
                 Severity::Warning,
@@ -725,6 +808,7 @@ fn evaluate_revision(
             files: loaded.files,
             resources: loaded.resources.len(),
             skipped_documents: loaded.skipped_documents,
+            files_not_read: loaded.files_not_read,
         },
         resources: loaded.resources,
         findings,

@@ -97,6 +97,10 @@ pub struct RepoConfig {
     /// Line of each `rules:` entry.
     #[serde(skip)]
     pub rule_lines: BTreeMap<String, u32>,
+    /// The keys of `mesh:` the file sets: the others may come from the repository's
+    /// IstioOperator files (see `manifest::install`).
+    #[serde(skip)]
+    pub mesh_keys: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -393,6 +397,11 @@ impl RepoConfig {
                 err(line_of(serde_json::json!(path)), message)
             })?;
         }
+        if let Some(crate::manifest::yaml::Value::Map(entries)) =
+            root.as_ref().and_then(|r| r.get("mesh")).map(|m| &m.value)
+        {
+            config.mesh_keys = entries.iter().map(|(k, _)| k.clone()).collect();
+        }
         for rule in config.rules.keys() {
             config
                 .rule_lines
@@ -403,18 +412,37 @@ impl RepoConfig {
 
     /// Does `paths` select this file?
     pub fn path_selected(&self, path: &str) -> bool {
-        let matches = |globs: &[String]| {
-            globs.iter().any(|g| {
-                globset::GlobBuilder::new(g)
-                    .literal_separator(true)
-                    .build()
-                    .map(|g| g.compile_matcher().is_match(path))
-                    .unwrap_or(false)
-            })
-        };
-        (self.paths.include.is_empty() || matches(&self.paths.include))
-            && !matches(&self.paths.exclude)
+        (self.paths.include.is_empty() || any_glob_matches(&self.paths.include, path))
+            && !any_glob_matches(&self.paths.exclude, path)
     }
+
+    /// Is this file read as a manifest? As [`Self::path_selected`] says for most
+    /// files; dot-files, files under dot-folders and CI configs only when a
+    /// `paths.include` glob that spells their name out matches them (see
+    /// `workspace::read_by_default`).
+    pub fn manifest_selected(&self, path: &str) -> bool {
+        if crate::workspace::read_by_default(path) {
+            return self.path_selected(path);
+        }
+        let naming: Vec<String> = self
+            .paths
+            .include
+            .iter()
+            .filter(|g| crate::workspace::names_unread(g))
+            .cloned()
+            .collect();
+        any_glob_matches(&naming, path) && !any_glob_matches(&self.paths.exclude, path)
+    }
+}
+
+fn any_glob_matches(globs: &[String], path: &str) -> bool {
+    globs.iter().any(|g| {
+        globset::GlobBuilder::new(g)
+            .literal_separator(true)
+            .build()
+            .map(|g| g.compile_matcher().is_match(path))
+            .unwrap_or(false)
+    })
 }
 
 #[cfg(test)]
@@ -511,6 +539,28 @@ mod tests {
         assert!(c.path_selected("apps/a/b.yaml"));
         assert!(!c.path_selected("apps/testdata/b.yaml"));
         assert!(!c.path_selected("other/b.yaml"));
+    }
+
+    #[test]
+    fn dot_paths_are_manifests_only_when_a_glob_names_them() {
+        let all = RepoConfig::default();
+        assert!(all.manifest_selected("apps/web.yaml"));
+        assert!(!all.manifest_selected(".github/workflows/ci.yaml"));
+        let c = RepoConfig::parse(
+            "paths:\n  include: [\"**/*.yaml\", \".deploy/**\"]\n  exclude: [\".deploy/old/**\"]\n",
+        )
+        .unwrap();
+        assert!(c.manifest_selected("apps/web.yaml"));
+        assert!(c.manifest_selected(".deploy/web.yaml"));
+        assert!(!c.manifest_selected(".deploy/old/web.yaml"));
+        assert!(!c.manifest_selected(".github/workflows/ci.yaml"));
+    }
+
+    #[test]
+    fn the_mesh_keys_the_file_sets_are_known() {
+        let c = RepoConfig::parse("mesh:\n  trust_domain: prod.example\n").unwrap();
+        assert_eq!(c.mesh_keys, vec!["trust_domain".to_string()]);
+        assert!(RepoConfig::default().mesh_keys.is_empty());
     }
 
     #[test]

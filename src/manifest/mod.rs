@@ -1,5 +1,6 @@
 //! Manifests: files → Kubernetes objects with their source lines.
 
+pub mod install;
 pub mod lines;
 pub mod yaml;
 
@@ -72,8 +73,13 @@ pub struct Loaded {
     /// Findings about the input itself: parse errors, limits, invalid objects.
     pub findings: Vec<Finding>,
     pub files: usize,
-    /// YAML documents that are not Kubernetes objects (CI config, values files…).
+    /// YAML documents that are not objects applied to the cluster: no apiVersion or
+    /// kind (values files, CI config…), a tool's own config ([`is_tool_config`]), an
+    /// IstioOperator (install input).
     pub skipped_documents: usize,
+    /// YAML files of the tree not read as manifests (dot-files, CI configs): the
+    /// caller, which knows `.meshward.yaml`, counts them.
+    pub files_not_read: usize,
 }
 
 /// Kinds that live outside any namespace.
@@ -240,11 +246,25 @@ fn collect_objects(node: Node, file: &str, default_namespace: &str, out: &mut Lo
         out.skipped_documents += 1;
         return;
     };
-    // kustomize's own config files look like objects but are never applied.
-    if api_version.starts_with("kustomize.config.k8s.io/")
-        || api_version.starts_with("config.kubernetes.io/")
-    {
+    if is_tool_config(&api_version, &kind) {
         out.skipped_documents += 1;
+        return;
+    }
+    if install::is_istio_operator(&api_version, &kind) {
+        // Input of `istioctl install -f`, not an object the cluster holds: it needs
+        // no name, and what meshward takes from it (its meshConfig) is read by
+        // `install::mesh_settings`. Only a value istioctl would refuse is reported.
+        out.skipped_documents += 1;
+        out.findings
+            .extend(install::problems(&node).into_iter().map(|(line, message)| {
+                input_finding(
+                    "manifest/invalid-object",
+                    Severity::Error,
+                    file,
+                    line,
+                    message,
+                )
+            }));
         return;
     }
     if kind == "List" || (kind.ends_with("List") && node.get("items").is_some()) {
@@ -259,18 +279,13 @@ fn collect_objects(node: Node, file: &str, default_namespace: &str, out: &mut Lo
         }
         return;
     }
-    let name = node
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(Node::as_str)
-        .map(str::to_string);
-    let Some(name) = name.filter(|n| !n.is_empty()) else {
+    let Some(name) = name_of(&node) else {
         out.findings.push(input_finding(
             "manifest/invalid-object",
             Severity::Error,
             file,
             node.get("metadata").map(|m| m.line).unwrap_or(node.line),
-            format!("{kind} has no metadata.name: the API server will reject it, and nothing in it was checked"),
+            format!("{kind} has neither metadata.name nor metadata.generateName: the API server will reject it, and nothing in it was checked"),
         ));
         return;
     };
@@ -307,12 +322,90 @@ fn collect_objects(node: Node, file: &str, default_namespace: &str, out: &mut Lo
     });
 }
 
+/// Marks a name the API server completes: `generateName: db-migrate-` is the object
+/// `db-migrate-*`. Real names cannot hold `*`, so the two never collide, and the
+/// identity stays the same from one revision to the next, for diffing.
+pub const GENERATED_NAME_MARK: char = '*';
+
+/// `metadata.name`, else `metadata.generateName` marked as generated (Argo CD and
+/// Helm hooks, Jobs created with `kubectl create`); None when the object has neither.
+fn name_of(node: &Node) -> Option<String> {
+    let field = |key: &str| {
+        node.get("metadata")
+            .and_then(|m| m.get(key))
+            .and_then(Node::as_str)
+            .filter(|n| !n.is_empty())
+    };
+    match (field("name"), field("generateName")) {
+        (Some(name), _) => Some(name.to_string()),
+        (None, Some(prefix)) => Some(format!("{prefix}{GENERATED_NAME_MARK}")),
+        (None, None) => None,
+    }
+}
+
+/// Is this object named by the API server (only `generateName` in the manifest)?
+pub fn has_generated_name(r: &Resource) -> bool {
+    r.body
+        .pointer("/metadata/name")
+        .and_then(|n| n.as_str())
+        .is_none_or(str::is_empty)
+        && r.name.ends_with(GENERATED_NAME_MARK)
+}
+
+/// Tools' own config files that look like objects (they have apiVersion and kind)
+/// but are read by the tool and never applied to a cluster: (API group, kind, or
+/// `*` for every kind of the group). Plus every `*.config.k8s.io` group, the
+/// component configs (kubelet, kube-proxy, scheduler, apiserver encryption and
+/// admission). Group `""` is the core group (`apiVersion: v1`), where `Config` is a
+/// kubeconfig.
+const TOOL_CONFIGS: &[(&str, &str)] = &[
+    ("", "Config"),
+    ("kustomize.config.k8s.io", "*"),
+    ("config.kubernetes.io", "*"),
+    ("builtin", "*"),
+    ("kpt.dev", "*"),
+    ("fn.kpt.dev", "*"),
+    ("skaffold", "Config"),
+    ("kind.x-k8s.io", "*"),
+    ("k3d.io", "*"),
+    ("ctlptl.dev", "*"),
+    ("kubeadm.k8s.io", "*"),
+    ("eksctl.io", "*"),
+    ("audit.k8s.io", "*"),
+    ("schema.plugin.fluxcd.io", "*"),
+    ("kapp.k14s.io", "Config"),
+    ("cli.kyverno.io", "*"),
+    ("chainsaw.kyverno.io", "*"),
+    ("kuttl.dev", "*"),
+];
+
+/// The API group of an apiVersion: `apps/v1` → `apps`, `v1` → `` (core). kustomize's
+/// builtin plugin configs say just `builtin`.
+fn api_group(api_version: &str) -> &str {
+    match api_version.split_once('/') {
+        Some((group, _)) => group,
+        None if api_version == "builtin" => "builtin",
+        None => "",
+    }
+}
+
+/// Is this document a tool's config (see [`TOOL_CONFIGS`]), not a cluster object?
+pub fn is_tool_config(api_version: &str, kind: &str) -> bool {
+    let group = api_group(api_version);
+    group.ends_with(".config.k8s.io")
+        || TOOL_CONFIGS
+            .iter()
+            .any(|(g, k)| *g == group && (*k == "*" || *k == kind))
+}
+
 /// The same object twice: a GitOps controller applies one and reports the other as
 /// a conflict, so which one is live is unclear.
 fn report_duplicates(out: &mut Loaded) {
     let mut seen: std::collections::HashMap<&str, &Resource> = std::collections::HashMap::new();
     let mut dups = Vec::new();
-    for r in &out.resources {
+    // Each object with only a generateName is created anew under a name of its own:
+    // two of them with one prefix are two objects, not a conflict.
+    for r in out.resources.iter().filter(|r| !has_generated_name(r)) {
         if let Some(first) = seen.get(r.id.as_str()) {
             dups.push(Finding {
                 subjects: Vec::new(),

@@ -189,6 +189,32 @@ const NAMESPACE_WIDE: &[&str] = &[
     "Sidecar",
 ];
 
+/// Is this a hook rather than a workload of the mesh? Helm hooks and tests
+/// (`helm.sh/hook`, `test` and `test-success` included) and Argo CD hooks
+/// (`argocd.argoproj.io/hook`) that are Pods or Jobs run to completion at install,
+/// upgrade, sync or test time and are gone before the traffic the mesh policies are
+/// about: counted as workloads, they would make selectors, coverage and STRICT
+/// scopes report pods that never serve. A hook of a long-running kind (a
+/// Deployment, a CronJob) keeps running after the hook and stays a workload; one
+/// Argo CD skips (`Skip`) is never applied at all.
+fn is_hook(r: &Resource) -> bool {
+    let Some(annotations) = r
+        .body
+        .pointer("/metadata/annotations")
+        .and_then(Json::as_object)
+    else {
+        return false;
+    };
+    let argo = annotations
+        .get("argocd.argoproj.io/hook")
+        .and_then(Json::as_str);
+    if argo.is_some_and(|h| h.split(',').any(|h| h.trim() == "Skip")) {
+        return true;
+    }
+    matches!(r.kind.as_str(), "Pod" | "Job")
+        && (argo.is_some() || annotations.contains_key("helm.sh/hook"))
+}
+
 fn is_istio(r: &Resource) -> bool {
     r.api_version.contains("istio.io/")
 }
@@ -260,7 +286,7 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
     let autoscalers = scale::autoscalers(resources);
     for r in resources
         .iter()
-        .filter(|r| WORKLOAD_KINDS.contains(&r.kind.as_str()))
+        .filter(|r| WORKLOAD_KINDS.contains(&r.kind.as_str()) && !is_hook(r))
     {
         if let Some(mut w) = workload_of(r, &model.namespaces) {
             w.autoscaler = autoscalers

@@ -71,8 +71,13 @@ pub struct RevisionSummary {
     pub revision: String,
     pub files: usize,
     pub resources: usize,
-    /// YAML documents that are not Kubernetes objects.
+    /// YAML documents that are not objects applied to the cluster: no apiVersion or
+    /// kind, tools' own config (kustomize, kubeconfig, skaffold…), IstioOperator.
     pub skipped_documents: usize,
+    /// YAML files not read as manifests: dot-files, files under dot-folders, CI
+    /// configs (unless `paths.include` names them).
+    #[serde(default)]
+    pub files_not_read: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

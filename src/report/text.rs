@@ -76,8 +76,12 @@ pub fn render(report: &Report, color: bool) -> String {
         if s.suppressed > 0 { format!("; {} suppressed by exceptions", s.suppressed) } else { String::new() },
     );
     let rev = |r: &super::RevisionSummary| {
+        let not_read = match r.files_not_read {
+            0 => String::new(),
+            n => format!("; {n} dot-files and CI configs not read as manifests"),
+        };
         format!(
-            "{}: {} resources in {} files ({} non-Kubernetes documents skipped)",
+            "{}: {} resources in {} files ({} documents that are not cluster objects skipped{not_read})",
             r.revision, r.resources, r.files, r.skipped_documents
         )
     };
