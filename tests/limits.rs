@@ -125,10 +125,12 @@ fn parse_error_names_file_and_line_and_keeps_the_rest() {
 fn binary_and_non_kubernetes_yaml() {
     let repo = GitRepo::new();
     repo.write("good.yaml", BAD_SE);
+    repo.write("values.yaml", "replicaCount: 2\n");
     repo.write(".github/workflows/ci.yaml", "on: push\njobs: {}\n");
     std::fs::write(repo.path().join("blob.yaml"), [0xff, 0xfe, 0x00, 0x41]).expect("write");
     let report = check_dir(&repo.path());
     assert_eq!(report.summary.head.skipped_documents, 1);
+    assert_eq!(report.summary.head.files_not_read, 1);
     assert_eq!(
         with_rule(&report, "manifest/parse-error")[0].file,
         "blob.yaml"
