@@ -13,19 +13,23 @@ workloads_in[ns] contains w.id if {
 
 # ---------------------------------------------------------------------------
 # injection/namespace-not-injected (info, IST0102)
-# A namespace with neither istio-injection nor istio.io/rev. Like istioctl, a namespace
-# marked istio-injection=disabled is a decision, not an oversight, and is skipped.
+# A namespace known to have neither istio-injection nor istio.io/rev. Like istioctl, a
+# namespace with istio-injection set to anything (disabled, or another value) is a
+# decision, not an oversight, and is skipped. A namespace whose labels are unknown is
+# not "not injected": injection/namespace-unknown says so instead.
 
 not_injected contains ns if {
 	some ns, n in lib.model_namespaces
 	not lib.skip_namespace(ns)
-	not n.injection.enabled == true
-	not n.injection.explicitly_disabled == true
+	n.injection.enabled == false
+	object.get(n, ["labels", "istio-injection"], "") == ""
+	not "istio.io/rev" in object.keys(object.get(n, "labels", {}))
 	not lib.ambient(n)
 	declared_or_used(ns, n)
 }
 
-declared_or_used(_, n) if n.declared == true
+# An object of the repository declares it, or a workload lives in it.
+declared_or_used(_, n) if is_string(n.labels_resource)
 
 declared_or_used(ns, _) if count(object.get(workloads_in, ns, set())) > 0
 
@@ -33,7 +37,7 @@ findings contains f if {
 	some ns in not_injected
 	n := lib.model_namespaces[ns]
 	ids := object.get(workloads_in, ns, set())
-	[resource, path] := not_injected_location(n, ids)
+	[resource, path] := labels_location(n, ids)
 	f := {
 		"rule": "injection/namespace-not-injected",
 		"severity": "info",
@@ -41,54 +45,139 @@ findings contains f if {
 		"resource": resource,
 		"path": path,
 		"subjects": sort(ids),
-		"message": not_injected_message(ns, ids),
+		"message": not_injected_message(ns, n, ids),
 	}
 }
 
-not_injected_location(n, ids) := [n.resource, ["metadata", "labels"]] if {
-	is_string(n.resource)
+# Where to point a finding about a namespace's labels: the object and field that set
+# them, else (mesh.namespaces of .meshward.yaml) the first of its workloads.
+labels_location(n, ids) := [n.labels_resource, n.labels_path] if {
+	is_string(n.labels_resource)
 } else := [id, lib.pod_labels_path(w.kind)] if {
 	id := min(ids)
 	some w in lib.model_workloads
 	w.id == id
 }
 
-not_injected_message(ns, ids) := msg if {
-	n := count(ids)
-	n > 0
+not_injected_message(ns, n, ids) := msg if {
+	k := count(ids)
+	k > 0
 	msg := sprintf(
-		"Namespace %s is not enabled for sidecar injection (no istio-injection=enabled or istio.io/rev label), so %s (%s) %s without an Istio proxy: mesh policies do not apply to %s and %s calls to STRICT mTLS services get no response (curl 000). Label it istio-injection=enabled and roll out its workloads, or label it istio-injection=disabled if it is meant to stay outside the mesh.",
+		"Namespace %s is not enabled for sidecar injection (no istio-injection=enabled or istio.io/rev label in %s), so %s (%s) %s without an Istio proxy: mesh policies do not apply to %s and %s calls to STRICT mTLS services get no response (curl 000). Label it istio-injection=enabled and roll out its workloads, or label it istio-injection=disabled if it is meant to stay outside the mesh.",
 		[
-			ns, lib.plural(n, "its workload", sprintf("its %d workloads", [n])), lib.enumerate_ids(ids, 5),
-			lib.plural(n, "runs", "run"), lib.plural(n, "it", "them"), lib.plural(n, "its", "their"),
+			ns, lib.labels_where(n), lib.plural(k, "its workload", sprintf("its %d workloads", [k])), lib.enumerate_ids(ids, 5),
+			lib.plural(k, "runs", "run"), lib.plural(k, "it", "them"), lib.plural(k, "its", "their"),
 		],
 	)
 } else := sprintf(
-	"Namespace %s is not enabled for sidecar injection (no istio-injection=enabled or istio.io/rev label): pods deployed to it will run without an Istio proxy, outside the mesh. Label it istio-injection=enabled, or istio-injection=disabled if it is meant to stay outside the mesh.",
-	[ns],
+	"Namespace %s is not enabled for sidecar injection (no istio-injection=enabled or istio.io/rev label in %s): pods deployed to it will run without an Istio proxy, outside the mesh. Label it istio-injection=enabled, or istio-injection=disabled if it is meant to stay outside the mesh.",
+	[ns, lib.labels_where(n)],
 )
 
 # ---------------------------------------------------------------------------
-# injection/conflicting-labels (error, IST0123)
+# injection/namespace-unknown (info; warning under STRICT)
+# Workloads whose proxy depends on the labels of a namespace the repository does not
+# declare: meshward cannot tell whether they get a sidecar, so it says that, once per
+# namespace, instead of reporting them as injected or as without a proxy.
+
+proxy_unknown_in[w.namespace] contains w.id if {
+	some w in lib.model_workloads
+	w.proxy_known == false
+}
+
+# STRICT PeerAuthentications covering a workload whose proxy is unknown.
+strict_over[id] contains pa.resource if {
+	some pa in lib.model_peer_authentications
+	pa.strict == true
+	some id in object.get(pa, "proxy_unknown", [])
+}
 
 findings contains f if {
-	some r in lib.resources("Namespace")
-	labels := object.get(r.body, ["metadata", "labels"], {})
+	some ns, ids in proxy_unknown_in
+	not lib.skip_namespace(ns)
+	n := lib.model_namespaces[ns]
+	not lib.injection_known(n)
+	pas := {p | some id in ids; some p in object.get(strict_over, id, set())}
+	f := {
+		"rule": "injection/namespace-unknown",
+		"severity": unknown_severity(pas),
+		"resource": min(ids),
+		"path": ["metadata", "namespace"],
+		"subjects": sort(ids),
+		"message": sprintf(
+			"%s, so whether it is injected is unknown: meshward cannot tell whether %s (%s) %s with an Istio proxy, and reports %s neither as injected nor as without a proxy.%s Declare the namespace with its labels (a Namespace object, or Argo CD managedNamespaceMetadata with CreateNamespace=true), or list it under mesh.namespaces in .meshward.yaml if it is managed elsewhere.",
+			[
+				lib.capitalized(lib.unknown_reason(ns, n)),
+				lib.plural(count(ids), "its workload", sprintf("its %d workloads", [count(ids)])), lib.enumerate_ids(ids, 5),
+				lib.plural(count(ids), "runs", "run"), lib.plural(count(ids), "it", "them"),
+				strict_text(pas, count(ids)),
+			],
+		),
+	}
+}
+
+unknown_severity(pas) := "warning" if count(pas) > 0 else := "info"
+
+strict_text(pas, k) := sprintf(
+	" %s %s STRICT mTLS for %s: if %s no proxy, STRICT is not enforced on %s and %s calls to STRICT peers get no response (curl 000).",
+	[lib.enumerate_ids(pas, 3), lib.plural(count(pas), "requires", "require"), lib.plural(k, "it", "them"), lib.plural(k, "it has", "they have"), lib.plural(k, "it", "them"), lib.plural(k, "its", "their")],
+) if count(pas) > 0 else := ""
+
+# ---------------------------------------------------------------------------
+# injection/conflicting-labels (error, IST0123)
+# As istioctl's analyzer (NamespaceMultipleInjectionLabels): skip istio-system;
+# collect istio-injection=<v> if present, and istio.io/rev=<v> and
+# istio.io/dataplane-mode=<v> if present while istio-injection is absent or
+# "enabled"; more than one collected is a conflict. A namespace with injection
+# switched off (istio-injection=disabled) may carry the others.
+
+injection_labels(labels) := array.concat(
+	[sprintf("istio-injection=%v", [v]) | some k, v in labels; k == "istio-injection"],
+	[sprintf("%s=%v", [k, labels[k]]) |
+		some k in ["istio.io/rev", "istio.io/dataplane-mode"]
+		k in object.keys(labels)
+		others_count(labels)
+	],
+)
+
+others_count(labels) if not "istio-injection" in object.keys(labels)
+
+others_count(labels) if labels["istio-injection"] == "enabled"
+
+findings contains f if {
+	some ns, n in lib.model_namespaces
+	ns != "istio-system"
+	is_string(n.labels_resource)
+	labels := object.get(n, "labels", {})
 	is_object(labels)
-	legacy := labels["istio-injection"]
-	rev := labels["istio.io/rev"]
+	collected := injection_labels(labels)
+	count(collected) > 1
 	f := {
 		"rule": "injection/conflicting-labels",
 		"severity": "error",
 		"istio_code": "IST0123",
-		"resource": r.id,
-		"path": ["metadata", "labels"],
+		"resource": n.labels_resource,
+		"path": n.labels_path,
 		"message": sprintf(
-			"Namespace %s has both istio-injection=%v and istio.io/rev=%v: revision webhooks ignore a namespace that has istio-injection, so the revision label has no effect and its pods get the default revision's proxy (or none). Keep only one of the two labels.",
-			[r.name, legacy, rev],
+			"Namespace %s has more than one kind of injection label (%s): %s. Keep only one: istio-injection=enabled or istio.io/rev=<revision> for sidecars, or istio.io/dataplane-mode=ambient (alone, or beside istio-injection=disabled) for ambient.",
+			[ns, concat(", ", collected), concat("; ", conflict_effects(labels))],
 		),
 	}
 }
+
+conflict_effects(labels) := [e | some e in [rev_effect(labels), mode_effect(labels)]; e != ""]
+
+rev_effect(labels) := sprintf(
+	"revision webhooks skip a namespace that has istio-injection, so istio.io/rev=%v has no effect and its pods get the default revision's proxy",
+	[labels["istio.io/rev"]],
+) if {
+	labels["istio-injection"] == "enabled"
+	"istio.io/rev" in object.keys(labels)
+} else := ""
+
+mode_effect(labels) := "the sidecar injector ignores istio.io/dataplane-mode, so its pods get a sidecar, and ambient never captures a pod that has one" if {
+	"istio.io/dataplane-mode" in object.keys(labels)
+} else := ""
 
 # ---------------------------------------------------------------------------
 # injection/workload-opted-out (warning)
@@ -126,11 +215,13 @@ not_rolled_out[w.namespace] contains w.id if {
 	w.pending_rollout == true
 }
 
+# Known not injected in base, injected in head. A namespace whose labels base did not
+# declare may have been injected all along: declaring it is not turning injection on.
 newly_injected contains ns if {
 	lib.has_base
 	some ns, n in lib.model_namespaces
 	n.injection.enabled == true
-	not lib.base_namespaces[ns].injection.enabled == true
+	lib.base_namespaces[ns].injection.enabled == false
 }
 
 # [id, template hash] of every base workload.
@@ -149,13 +240,12 @@ not_rolled_out[ns] contains w.id if {
 
 findings contains f if {
 	some ns, ids in not_rolled_out
-	resource := lib.model_namespaces[ns].resource
-	is_string(resource)
+	[resource, path] := labels_location(lib.model_namespaces[ns], ids)
 	f := {
 		"rule": "injection/rollout-required",
 		"severity": "warning",
 		"resource": resource,
-		"path": ["metadata", "labels"],
+		"path": path,
 		"message": sprintf(
 			"This change turns on sidecar injection for namespace %s, but the pod template of %s (%s) does not change: %s running pods stay outside the mesh, without a proxy, until they are recreated. Change %s pod template in this change (e.g. set the annotation kubectl.kubernetes.io/restartedAt) so %s out with a sidecar.",
 			[

@@ -167,6 +167,31 @@ pod_annotations_path(kind) := array.concat(pod_metadata_path(kind), ["annotation
 # Ambient namespaces get mTLS from ztunnel, not from a sidecar.
 ambient(n) if object.get(n, ["labels", "istio.io/dataplane-mode"], "") == "ambient"
 
+# Whether a namespace is injected is known: the repository declares its labels (a
+# Namespace object, Argo CD managedNamespaceMetadata, or mesh.namespaces in
+# .meshward.yaml). Otherwise injection.enabled is null: unknown, which is neither
+# injected nor not injected, and no rule may claim either.
+injection_known(n) if is_boolean(n.injection.enabled)
+
+# How the place that declares a namespace's labels is named in messages.
+labels_where(n) := "its Namespace object" if {
+	n.labels_from == "namespace"
+} else := sprintf("the managedNamespaceMetadata of %s", [display(n.labels_resource)]) if {
+	n.labels_from == "argocd"
+	is_string(n.labels_resource)
+} else := "mesh.namespaces of .meshward.yaml" if {
+	n.labels_from == "config"
+} else := "this repository"
+
+# Why a namespace's injection is unknown (its model's reason, or the usual one).
+unknown_reason(ns, n) := r if {
+	r := n.unknown_reason
+	is_string(r)
+} else := sprintf("namespace %s is not declared in this repository", [ns])
+
+# "shop is …" -> "Shop is …", for a sentence that starts with a variable part.
+capitalized(s) := concat("", [upper(substring(s, 0, 1)), substring(s, 1, -1)])
+
 # ---------------------------------------------------------------------------
 # mTLS
 
@@ -195,14 +220,9 @@ base_scope_mode(pa) := m if {
 	m != "UNSET"
 } else := "PERMISSIVE"
 
-# A STRICT PeerAuthentication of head whose scope was not already STRICT in base
-# (every STRICT one when there is no base).
-introduced_strict contains pa if {
-	some pa in model_peer_authentications
-	pa.strict == true
-	not has_base
-}
-
+# A STRICT PeerAuthentication of head whose scope was not already STRICT in base.
+# Without a base revision nothing is introduced: a STRICT scope may have been STRICT
+# for years, and only a change can be judged as turning it on.
 introduced_strict contains pa if {
 	some pa in model_peer_authentications
 	pa.strict == true

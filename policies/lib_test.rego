@@ -88,8 +88,21 @@ test_base_scope_mode_inherits if {
 }
 
 test_introduced_strict if {
-	count(lib.introduced_strict) == 1 with input as {"model": {"peer_authentications": [pa]}, "base": null}
+	count(lib.introduced_strict) == 1 with input as {"model": {"peer_authentications": [pa]}, "base": {"mtls_scopes": {}, "namespaces": {}}}
 	count(lib.introduced_strict) == 0 with input as {"model": {"peer_authentications": [pa]}, "base": {"mtls_scopes": {"workload:shop:app=cart": "STRICT"}, "namespaces": {}}}
+	# Without a base there is nothing to compare with: nothing is introduced.
+	count(lib.introduced_strict) == 0 with input as {"model": {"peer_authentications": [pa]}, "base": null}
+}
+
+test_injection_known_and_labels_where if {
+	lib.injection_known({"injection": {"enabled": true}})
+	lib.injection_known({"injection": {"enabled": false}})
+	not lib.injection_known({"injection": {"enabled": null}})
+	not lib.injection_known({"injection": {}})
+	lib.labels_where({"labels_from": "namespace"}) == "its Namespace object"
+	lib.labels_where({"labels_from": "argocd", "labels_resource": "Application/argocd/shop"}) == "the managedNamespaceMetadata of Application argocd/shop"
+	lib.labels_where({"labels_from": "config"}) == "mesh.namespaces of .meshward.yaml"
+	lib.capitalized("namespace shop is new") == "Namespace shop is new"
 }
 
 test_scope_namespaces if {

@@ -40,7 +40,7 @@ not_injected_reason(pa) := [sprintf("namespace %s did not exist yet (so had no s
 	not lib.base_namespaces[pa.namespace]
 } else := [sprintf("namespace %s was not injected", [pa.namespace])] if {
 	pa.scope != "mesh"
-	not lib.base_namespaces[pa.namespace].injection.enabled == true
+	lib.base_namespaces[pa.namespace].injection.enabled == false
 } else := [sprintf("%s %s not injected", [plural_namespaces(nss), lib.plural(count(nss), "was", "were")])] if {
 	pa.scope == "mesh"
 	nss := base_uninjected_namespaces
@@ -49,21 +49,26 @@ not_injected_reason(pa) := [sprintf("namespace %s did not exist yet (so had no s
 
 plural_namespaces(nss) := sprintf("%s %s", [lib.plural(count(nss), "namespace", "namespaces"), lib.enumerate(nss, 5)])
 
+# Known not injected: a namespace whose labels base did not declare is not claimed.
 base_uninjected_namespaces := {ns |
 	some ns, n in lib.base_namespaces
 	lib.num(object.get(n, "workloads", 0)) > 0
 	not lib.skip_namespace(ns)
-	not n.injection.enabled == true
+	n.injection.enabled == false
 	not lib.ambient(n)
 }
 
 # ---------------------------------------------------------------------------
 # mtls/strict-unenforced-workloads (error)
+# Only workloads known to be without a proxy: one whose namespace the repository does
+# not declare may well have one (injection/namespace-unknown says so).
+
+proxy_unknown_ids := {w.id | some w in lib.model_workloads; w.proxy_known == false}
 
 findings contains f if {
 	some pa in lib.model_peer_authentications
 	pa.strict == true
-	unproxied := object.get(pa, "unproxied", [])
+	unproxied := [id | some id in object.get(pa, "unproxied", []); not id in proxy_unknown_ids]
 	count(unproxied) > 0
 	total := count(object.get(pa, "workloads", []))
 	f := {
@@ -86,7 +91,7 @@ findings contains f if {
 }
 
 # ---------------------------------------------------------------------------
-# mtls/strict-without-evidence (error)
+# mtls/strict-without-evidence (error; needs a base revision)
 # An introduced STRICT scope needs, for every namespace it covers, evidence that
 # traffic flowed and none of it was plaintext.
 
@@ -136,7 +141,7 @@ problems_text(problems) := sprintf("no evidence was given for %s", [plural_names
 } else := sprintf("%d namespaces: %s", [count(problems), lib.enumerate([sprintf("%s (%s)", [ns, p]) | some ns, p in problems], 5)])
 
 # ---------------------------------------------------------------------------
-# mtls/plaintext-traffic-present (error)
+# mtls/plaintext-traffic-present (error; needs a base revision)
 
 findings contains f if {
 	some pa in lib.introduced_strict

@@ -11,6 +11,10 @@ ns(name, injected, mode, nworkloads) := {
 	"name": name,
 	"declared": true,
 	"resource": sprintf("Namespace/%s", [name]),
+	"labels_known": true,
+	"labels_from": "namespace",
+	"labels_resource": sprintf("Namespace/%s", [name]),
+	"labels_path": ["metadata", "labels"],
 	"labels": {},
 	"injection": {"enabled": injected, "via": null, "revision": null, "explicitly_disabled": false, "conflict": false},
 	"mtls": {"mode": mode, "source": null},
@@ -30,6 +34,7 @@ pa_ns(n, mode, extra) := object.union(
 		"strict": mode == "STRICT",
 		"workloads": [sprintf("Deployment/%s/app", [n])],
 		"unproxied": [],
+		"proxy_unknown": [],
 	},
 	extra,
 )
@@ -79,6 +84,19 @@ good_evidence(namespaces) := {
 }
 
 rules_of(fs, rule) := {f | some f in fs; f.rule == rule}
+
+# A namespace nothing in the repository declares: whether it is injected is unknown.
+undeclared(name, mode, nworkloads) := object.union(ns(name, null, mode, nworkloads), {
+	"declared": false, "resource": null, "labels_known": false, "labels_from": null,
+	"labels_resource": null, "labels_path": [],
+})
+
+# The base revision the evidence rules compare with: shop and web injected, PERMISSIVE.
+before := model(
+	{"shop": ns("shop", true, "PERMISSIVE", 2), "web": ns("web", true, "PERMISSIVE", 1)},
+	[],
+	{},
+)
 
 strict_head := model(
 	{"shop": ns("shop", true, "STRICT", 2)},
@@ -171,6 +189,30 @@ test_skips_permissive_mesh_scope_quiet_when_all_injected if {
 	count(rules_of(mtls.findings, "mtls/strict-skips-permissive")) == 0 with input as mk_input(head, base, good_evidence(["shop"]))
 }
 
+# Whether a namespace base did not declare was injected is unknown: not claimed.
+test_skips_permissive_quiet_when_base_did_not_declare_the_namespace if {
+	base := model({"shop": undeclared("shop", "PERMISSIVE", 2)}, [], {})
+	count(rules_of(mtls.findings, "mtls/strict-skips-permissive")) == 0 with input as mk_input(strict_head, base, good_evidence(["shop"]))
+}
+
+test_skips_permissive_mesh_scope_names_only_namespaces_known_uninjected if {
+	head := model(
+		{"shop": ns("shop", true, "STRICT", 2), "web": ns("web", true, "STRICT", 1), "pay": ns("pay", true, "STRICT", 1)},
+		[pa_mesh("STRICT")],
+		{"mesh": "STRICT"},
+	)
+	base := model(
+		{"shop": ns("shop", true, "PERMISSIVE", 2), "web": ns("web", false, "PERMISSIVE", 1), "pay": undeclared("pay", "PERMISSIVE", 1)},
+		[],
+		{},
+	)
+	fs := rules_of(mtls.findings, "mtls/strict-skips-permissive") with input as mk_input(head, base, null)
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "namespace web was not injected")
+	not contains(f.message, "pay")
+}
+
 # ---------------------------------------------------------------------------
 # mtls/strict-unenforced-workloads
 
@@ -200,6 +242,22 @@ test_unenforced_workloads_port_level_path if {
 	f.path == ["spec", "portLevelMtls", "8080"]
 }
 
+# A workload whose namespace is not declared may have a proxy: not "unenforced".
+test_unenforced_workloads_quiet_when_the_proxy_is_unknown if {
+	head := object.union(
+		model(
+			{"pay": undeclared("pay", "STRICT", 1)},
+			[pa_ns("pay", "STRICT", {"unproxied": [], "proxy_unknown": ["Deployment/pay/app"]})],
+			{"namespace:pay": "STRICT"},
+		),
+		{"workloads": [{"id": "Deployment/pay/app", "namespace": "pay", "proxy": false, "proxy_known": false}]},
+	)
+	count(rules_of(mtls.findings, "mtls/strict-unenforced-workloads")) == 0 with input as mk_input(head, null, null)
+	# Even a model that listed it as without a proxy does not make it a fact.
+	claimed := object.union(head, {"peer_authentications": [pa_ns("pay", "STRICT", {"unproxied": ["Deployment/pay/app"]})]})
+	count(rules_of(mtls.findings, "mtls/strict-unenforced-workloads")) == 0 with input as mk_input(claimed, null, null)
+}
+
 test_unenforced_workloads_quiet if {
 	head := model(
 		{"shop": ns("shop", false, "PERMISSIVE", 2)},
@@ -213,7 +271,7 @@ test_unenforced_workloads_quiet if {
 # mtls/strict-without-evidence
 
 test_without_evidence_no_file if {
-	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(strict_head, null, null)
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(strict_head, before, null)
 	count(fs) == 1
 	some f in fs
 	f.severity == "error"
@@ -224,9 +282,16 @@ test_without_evidence_no_file if {
 
 test_without_evidence_zero_traffic if {
 	ev := object.union(good_evidence(["shop"]), {"namespaces": {"shop": {"requests_total": 0, "tcp_connections_total": 0}}})
-	some f in mtls.findings with input as mk_input(strict_head, null, ev)
+	some f in mtls.findings with input as mk_input(strict_head, before, ev)
 	f.rule == "mtls/strict-without-evidence"
 	contains(f.message, "no traffic at all in 7d")
+}
+
+# Without a base there is no change to judge: a STRICT scope may have been STRICT for years.
+test_without_evidence_quiet_without_base if {
+	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(strict_head, null, null)
+	mesh := model({}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
+	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(mesh, null, null)
 }
 
 # A mesh-wide STRICT reaches namespaces the repository does not hold: namespace
@@ -237,7 +302,7 @@ test_without_evidence_mesh_scope_needs_mesh_wide_numbers if {
 		[pa_mesh("STRICT")],
 		{"mesh": "STRICT"},
 	)
-	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, null, good_evidence(["shop", "web"]))
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, before, good_evidence(["shop", "web"]))
 	count(fs) == 1
 	some f in fs
 	contains(f.message, "the whole mesh")
@@ -248,7 +313,7 @@ test_without_evidence_mesh_scope_needs_mesh_wide_numbers if {
 # workloads of its own, and yet a mesh-wide STRICT cuts off every plaintext client.
 test_without_evidence_mesh_scope_without_workloads_in_the_repo if {
 	head := model({}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
-	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, null, null)
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, before, null)
 	count(fs) == 1
 	some f in fs
 	contains(f.message, "no evidence was given for the whole mesh")
@@ -265,13 +330,13 @@ mesh_evidence(entry) := {
 
 test_mesh_scope_with_mesh_wide_evidence_passes if {
 	head := model({}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
-	fs := {f | some f in mtls.findings with input as mk_input(head, null, mesh_evidence({})); startswith(f.rule, "mtls/")}
+	fs := {f | some f in mtls.findings with input as mk_input(head, before, mesh_evidence({})); startswith(f.rule, "mtls/")}
 	count(fs) == 0
 }
 
 test_mesh_scope_mesh_wide_plaintext if {
 	head := model({}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
-	fs := rules_of(mtls.findings, "mtls/plaintext-traffic-present") with input as mk_input(head, null, mesh_evidence({"tcp_connections_plaintext": 3}))
+	fs := rules_of(mtls.findings, "mtls/plaintext-traffic-present") with input as mk_input(head, before, mesh_evidence({"tcp_connections_plaintext": 3}))
 	count(fs) == 1
 	some f in fs
 	contains(f.message, "the whole mesh: 0 of 1200 requests and 3 of 40 TCP connections without mTLS")
@@ -279,14 +344,14 @@ test_mesh_scope_mesh_wide_plaintext if {
 
 test_mesh_scope_mesh_wide_error_is_named if {
 	head := model({}, [pa_mesh("STRICT")], {"mesh": "STRICT"})
-	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, null, mesh_evidence({"error": "Prometheus http://p could not be reached"}))
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(head, before, mesh_evidence({"error": "Prometheus http://p could not be reached"}))
 	count(fs) == 1
 	some f in fs
 	contains(f.message, "the whole mesh: no usable data: Prometheus http://p could not be reached")
 }
 
 test_without_evidence_quiet_with_evidence if {
-	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(strict_head, null, good_evidence(["shop"]))
+	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(strict_head, before, good_evidence(["shop"]))
 }
 
 test_without_evidence_quiet_when_not_introduced if {
@@ -322,27 +387,27 @@ scope_evidence(entry) := {
 }
 
 test_workload_scope_evidence_passes if {
-	fs := {f | some f in mtls.findings with input as mk_input(workload_head, null, scope_evidence({})); startswith(f.rule, "mtls/")}
+	fs := {f | some f in mtls.findings with input as mk_input(workload_head, before, scope_evidence({})); startswith(f.rule, "mtls/")}
 	count({f | some f in fs; f.rule in {"mtls/strict-without-evidence", "mtls/plaintext-traffic-present"}}) == 0
 }
 
 test_workload_scope_evidence_error_is_named if {
-	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(workload_head, null, scope_evidence({"error": "Prometheus http://p could not be reached: connection refused"}))
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(workload_head, before, scope_evidence({"error": "Prometheus http://p could not be reached: connection refused"}))
 	count(fs) == 1
 	some f in fs
 	contains(f.message, "workloads cart in namespace shop: no usable data: Prometheus http://p could not be reached")
 }
 
 test_workload_scope_evidence_plaintext if {
-	fs := rules_of(mtls.findings, "mtls/plaintext-traffic-present") with input as mk_input(workload_head, null, scope_evidence({"requests_plaintext": 7}))
+	fs := rules_of(mtls.findings, "mtls/plaintext-traffic-present") with input as mk_input(workload_head, before, scope_evidence({"requests_plaintext": 7}))
 	count(fs) == 1
 	some f in fs
 	contains(f.message, "workloads cart in namespace shop: 7 of 300 requests")
 }
 
 test_workload_scope_falls_back_to_namespace_evidence if {
-	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(workload_head, null, good_evidence(["shop"]))
-	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(workload_head, null, good_evidence(["web"]))
+	count(rules_of(mtls.findings, "mtls/strict-without-evidence")) == 0 with input as mk_input(workload_head, before, good_evidence(["shop"]))
+	fs := rules_of(mtls.findings, "mtls/strict-without-evidence") with input as mk_input(workload_head, before, good_evidence(["web"]))
 	count(fs) == 1
 }
 
@@ -351,7 +416,7 @@ test_workload_scope_falls_back_to_namespace_evidence if {
 
 test_plaintext_present_fires if {
 	ev := object.union(good_evidence(["shop"]), {"namespaces": {"shop": {"requests_plaintext": 12, "tcp_connections_plaintext": 3}}})
-	fs := rules_of(mtls.findings, "mtls/plaintext-traffic-present") with input as mk_input(strict_head, null, ev)
+	fs := rules_of(mtls.findings, "mtls/plaintext-traffic-present") with input as mk_input(strict_head, before, ev)
 	count(fs) == 1
 	some f in fs
 	f.severity == "error"
@@ -360,8 +425,13 @@ test_plaintext_present_fires if {
 	contains(f.message, "curl 000")
 }
 
+test_plaintext_present_quiet_without_base if {
+	ev := object.union(good_evidence(["shop"]), {"namespaces": {"shop": {"requests_plaintext": 12}}})
+	count(rules_of(mtls.findings, "mtls/plaintext-traffic-present")) == 0 with input as mk_input(strict_head, null, ev)
+}
+
 test_plaintext_present_quiet_with_zero_plaintext if {
-	count(rules_of(mtls.findings, "mtls/plaintext-traffic-present")) == 0 with input as mk_input(strict_head, null, good_evidence(["shop"]))
+	count(rules_of(mtls.findings, "mtls/plaintext-traffic-present")) == 0 with input as mk_input(strict_head, before, good_evidence(["shop"]))
 }
 
 test_plaintext_present_quiet_when_not_introduced if {

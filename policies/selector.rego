@@ -31,6 +31,9 @@ findings contains f if {
 	some s in lib.model_selectors
 	s.match_count == 0
 	s.scope == "workload"
+	# Workloads it matches whose proxy is unknown (their namespace is not declared)
+	# may well be selected: that is not "selects nothing".
+	count(object.get(s, "unknown_matches", [])) == 0
 	# A ServiceEntry selecting a WorkloadGroup's labels gets its VMs as they register.
 	count(object.get(s, "workload_groups", [])) == 0
 	f := {
@@ -88,6 +91,7 @@ hosts_text(id) := lib.enumerate(se_hosts[id], 3) if count(se_hosts[id]) > 0 else
 unproxied_in[w.namespace] contains i if {
 	some i, w in lib.model_workloads
 	not w.proxy == true
+	not w.proxy_known == false
 }
 
 # Workloads the labels do match but that have no proxy (so they are not counted).

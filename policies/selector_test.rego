@@ -18,6 +18,7 @@ sel(kind, namespace, name, extra) := object.union(
 		"counts": "injected_workloads",
 		"matches": [],
 		"match_count": 0,
+		"unknown_matches": [],
 		"spec_only_matches": [],
 		"workload_entry_matches": 0,
 		"invalid": [],
@@ -35,7 +36,7 @@ ns(name, nworkloads) := {
 workload(namespace, name, labels, proxy) := {
 	"id": sprintf("Deployment/%s/%s", [namespace, name]), "kind": "Deployment", "namespace": namespace, "name": name,
 	"labels": labels, "annotations": {}, "service_account": name, "replicas": 1, "proxy": proxy,
-	"proxy_reason": "", "opted_out": false, "host_network": false, "native_sidecar": false, "template_hash": "h",
+	"proxy_known": true, "proxy_reason": "", "opted_out": false, "host_network": false, "native_sidecar": false, "template_hash": "h",
 }
 
 mk_input(namespaces, workloads, entries, selectors, by_kind) := {
@@ -84,6 +85,25 @@ test_matches_nothing_names_unproxied_workload if {
 	some f in selector.findings with input as inp
 	f.rule == "selector/matches-nothing"
 	contains(f.message, "it matches Deployment shop/cart, which has no Istio proxy")
+}
+
+# A selector whose only matches sit in a namespace the repository does not declare
+# may select them (if they have a proxy): "selects nothing" would be a guess.
+test_matches_nothing_quiet_when_the_matches_proxy_is_unknown if {
+	w := object.union(workload("pay", "cart", {"app": "cart"}, false), {"proxy_known": false})
+	s := sel("AuthorizationPolicy", "pay", "allow-cart", {"unknown_matches": [w.id]})
+	inp := mk_input({"pay": object.union(ns("pay", 1), {"injection": {"enabled": null}})}, [w], [], [s], {})
+	count(rules_of(selector.findings, "selector/matches-nothing")) == 0 with input as inp
+}
+
+# The hint about matched workloads without a proxy names only those known to have none.
+test_matches_nothing_hint_leaves_out_unknown_proxies if {
+	unknown := object.union(workload("istio-system", "probe", {"app": "cart"}, false), {"proxy_known": false})
+	s := sel("AuthorizationPolicy", "istio-system", "allow-cart", {})
+	inp := mk_input({"istio-system": ns("istio-system", 1)}, [unknown], [], [s], {})
+	some f in selector.findings with input as inp
+	f.rule == "selector/matches-nothing"
+	not contains(f.message, "probe")
 }
 
 test_matches_nothing_service_entry_error if {

@@ -110,7 +110,7 @@ pub fn analyze(
         }
     } else {
         notes.push(
-            "No base revision: every finding is `existing`, and the rules about a change (mtls/strict-skips-permissive, injection/rollout-required, authz/identity-change) were not evaluated."
+            "No base revision: every finding is `existing`, and the rules about a change (mtls/strict-skips-permissive, mtls/strict-without-evidence, mtls/plaintext-traffic-present, injection/rollout-required, authz/identity-change) were not evaluated: they judge what a change turns on, and there is nothing to compare with."
                 .to_string(),
         );
     }
@@ -136,8 +136,14 @@ pub fn analyze(
             base.as_ref().map(|b| {
                 let parsed = parse_revision(b, &config, opts);
                 let complete = parsed.rendered.iter().all(|r| *r);
-                let model =
-                    complete.then(|| model::build(&parsed.loaded.resources, &config.mesh, None));
+                let model = complete.then(|| {
+                    model::build_with(
+                        &parsed.loaded.resources,
+                        &config.mesh,
+                        None,
+                        &parsed.namespace_labels,
+                    )
+                });
                 (parsed, model)
             })
         },
@@ -163,18 +169,26 @@ pub fn analyze(
     ) {
         notes.push(note);
     }
+    let head_labels = head_parsed.namespace_labels;
     let head_parsed = head_parsed.loaded;
     let base_loaded = base_parsed.map(|p| {
-        let model = base_model
-            .flatten()
-            .unwrap_or_else(|| model::build(&p.loaded.resources, &config.mesh, None));
+        let model = base_model.flatten().unwrap_or_else(|| {
+            model::build_with(&p.loaded.resources, &config.mesh, None, &p.namespace_labels)
+        });
         (p.loaded, model)
     });
     let base_model = base_loaded.as_ref().map(|(_, m)| m);
     // Base's model is in both policy inputs (head's `base`, base's `model` and `base`):
     // converted once and shared, as it is one of the largest parts of either.
     let (head_model, base_value) = rayon::join(
-        || model::build(&head_parsed.resources, &config.mesh, base_model),
+        || {
+            model::build_with(
+                &head_parsed.resources,
+                &config.mesh,
+                base_model,
+                &head_labels,
+            )
+        },
         || base_model.map(policy_value),
     );
     let evidence = match &opts.evidence {
@@ -318,6 +332,8 @@ fn gather_evidence(
     notes: &mut Vec<String>,
 ) -> Option<Evidence> {
     let source = opts.prometheus.as_ref()?;
+    // Evidence is about what a change turns STRICT; without a base nothing is judged.
+    base?;
     let target = match source.resolve(config.evidence.prometheus.as_ref()) {
         Some(t) => t,
         None => {
@@ -489,6 +505,8 @@ struct Parsed {
     rendered: Vec<bool>,
     /// The revision on disk, once a render needed it (or why it is not there).
     dir: Option<Result<crate::render::Materialized, String>>,
+    /// Labels app objects set on the namespaces they create.
+    namespace_labels: Vec<model::AppNamespaceLabels>,
 }
 
 fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed {
@@ -579,6 +597,7 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed
         roots: plan.roots,
         rendered,
         dir: None,
+        namespace_labels: plan.namespace_labels,
     };
     let selected: Vec<&crate::render::PlannedRoot> = parsed
         .roots

@@ -149,7 +149,23 @@ pub struct MeshConfig {
     /// Memory request of one proxy without `sidecar.istio.io/proxyMemory` (128Mi).
     #[serde(default = "default_proxy_memory")]
     pub proxy_memory: String,
+    /// Labels of namespaces the repository does not declare (created and labelled
+    /// elsewhere), so that whether they are injected is known rather than unknown.
+    #[serde(default)]
+    pub namespaces: BTreeMap<String, NamespaceDecl>,
 }
+
+/// `mesh.namespaces.<name>`: what a namespace managed outside the repository looks like.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceDecl {
+    /// Its labels, all of them: `{}` says it has none (so it is not injected).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Bounds of `mesh.namespaces`: it describes a cluster, not a dump of one.
+const MAX_NAMESPACES: usize = 10_000;
+const MAX_NAMESPACE_LABELS: usize = 100;
 
 fn default_root_namespace() -> String {
     "istio-system".into()
@@ -171,8 +187,88 @@ impl Default for MeshConfig {
             trust_domain: default_trust_domain(),
             proxy_cpu: default_proxy_cpu(),
             proxy_memory: default_proxy_memory(),
+            namespaces: BTreeMap::new(),
         }
     }
+}
+
+impl MeshConfig {
+    /// Checks `mesh.namespaces`: names and labels as Kubernetes accepts them, bounded.
+    /// The error names the offending key (its path under `mesh.namespaces`).
+    fn check_namespaces(&self) -> Result<(), (Vec<String>, String)> {
+        if self.namespaces.len() > MAX_NAMESPACES {
+            return Err((
+                Vec::new(),
+                format!("`mesh.namespaces` lists {} namespaces, more than the limit of {MAX_NAMESPACES}", self.namespaces.len()),
+            ));
+        }
+        for (name, decl) in &self.namespaces {
+            if !dns_label(name) {
+                return Err((
+                    vec![name.clone()],
+                    format!("`mesh.namespaces` key {name:?} is not a namespace name (lowercase letters, digits and `-`, at most 63, starting and ending with a letter or digit)"),
+                ));
+            }
+            if decl.labels.len() > MAX_NAMESPACE_LABELS {
+                return Err((
+                    vec![name.clone(), "labels".into()],
+                    format!("`mesh.namespaces.{name}.labels` has more than {MAX_NAMESPACE_LABELS} labels"),
+                ));
+            }
+            for (key, value) in &decl.labels {
+                let problem = label_key_problem(key).or_else(|| {
+                    (!label_value(value)).then(|| format!("value {value:?} is not a label value (at most 63 letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit)"))
+                });
+                if let Some(problem) = problem {
+                    return Err((
+                        vec![name.clone(), "labels".into(), key.clone()],
+                        format!("`mesh.namespaces.{name}.labels` {key:?}: {problem}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A DNS-1123 label: what a namespace name must be.
+fn dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A label value: empty, or at most 63 of `[A-Za-z0-9-_.]` with alphanumeric ends.
+fn label_value(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.is_empty()
+        || (b.len() <= 63
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric())
+}
+
+/// Why a label key is not one Kubernetes accepts (`[prefix/]name`), if it is not.
+fn label_key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if name.is_empty() || !label_value(name) {
+        return Some("the key's name is not a label name (at most 63 letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit)".into());
+    }
+    if let Some(p) = prefix {
+        let ok = !p.is_empty() && p.len() <= 253 && p.split('.').all(dns_label);
+        if !ok {
+            return Some("the key's prefix is not a DNS subdomain".into());
+        }
+    }
+    None
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -390,6 +486,11 @@ impl RepoConfig {
                 ));
             }
         }
+        config.mesh.check_namespaces().map_err(|(key, message)| {
+            let mut path = vec!["mesh".to_string(), "namespaces".to_string()];
+            path.extend(key);
+            err(line_of(serde_json::json!(path)), message)
+        })?;
         if let Some(p) = &config.evidence.prometheus {
             p.validate().map_err(|(key, message)| {
                 let mut path = vec!["evidence".to_string(), "prometheus".to_string()];
@@ -482,6 +583,40 @@ mod tests {
         let e = RepoConfig::parse("mesh:\n  trust_domain: x\n  proxy_memory: 128MB\n").unwrap_err();
         assert_eq!(e.line, 3, "{e}");
         assert!(e.message.contains("mesh.proxy_memory"), "{e}");
+    }
+
+    #[test]
+    fn mesh_namespaces_declare_labels() {
+        let c = RepoConfig::parse(
+            "mesh:\n  namespaces:\n    payments:\n      labels: {istio-injection: enabled}\n    legacy:\n      labels: {}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.mesh.namespaces["payments"].labels["istio-injection"],
+            "enabled"
+        );
+        assert!(c.mesh.namespaces["legacy"].labels.is_empty());
+        for (text, line, needle) in [
+            // An unknown key, at its line, named.
+            ("mesh:\n  namespaces:\n    payments:\n      lables: {a: b}\n", 4, "lables"),
+            // Labels are required: `{}` says "none", a missing key would be a guess.
+            ("mesh:\n  namespaces:\n    payments: {}\n", 3, "labels"),
+            ("mesh:\n  namespaces:\n    Payments:\n      labels: {}\n", 3, "Payments"),
+            (
+                "mesh:\n  namespaces:\n    payments:\n      labels:\n        istio-injection: \"en abled\"\n",
+                5,
+                "istio-injection",
+            ),
+            (
+                "mesh:\n  namespaces:\n    payments:\n      labels:\n        \"bad key!\": x\n",
+                5,
+                "bad key!",
+            ),
+        ] {
+            let e = RepoConfig::parse(text).unwrap_err();
+            assert_eq!(e.line, line, "{text}: {e}");
+            assert!(e.message.contains(needle), "{text}: {e}");
+        }
     }
 
     #[test]

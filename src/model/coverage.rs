@@ -54,9 +54,11 @@ pub fn of(model: &Model) -> Coverage {
         if let Some(ns) = namespaces.get_mut(&s.namespace) {
             if s.match_count > 0 || !s.workload_groups.is_empty() {
                 ns.selectors_effective += 1;
-            } else {
+            } else if s.unknown_matches.is_empty() {
                 ns.selectors_ineffective += 1;
             }
+            // A selector whose only matches may or may not have a proxy (their
+            // namespace is not declared) is counted neither way.
         }
     }
     for e in &model.workload_entries {
@@ -76,7 +78,7 @@ pub fn of(model: &Model) -> Coverage {
         namespaces_injected: model
             .namespaces
             .values()
-            .filter(|n| n.injection.enabled)
+            .filter(|n| n.injection.enabled == Some(true))
             .count(),
         ..Default::default()
     };

@@ -4,6 +4,7 @@
 mod authz;
 pub mod coverage;
 mod labels;
+mod namespaces;
 pub mod quantity;
 mod scale;
 mod services;
@@ -18,6 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub use authz::{AuthzMatch, Identity};
 pub use labels::address_problem;
+pub use namespaces::AppNamespaceLabels;
 pub use scale::{Autoscaler, ProxyRequests};
 pub use services::{CallRef, Service};
 pub use vm::WorkloadGroup;
@@ -45,18 +47,33 @@ pub struct Model {
 #[derive(Debug, Clone, Serialize)]
 pub struct Namespace {
     pub name: String,
+    /// A Namespace object of the tree declares it.
     pub declared: bool,
     pub resource: Option<String>,
+    /// Whether the repository says what its labels are (see [`namespaces`]); when not,
+    /// `labels` is empty and `injection.enabled` is None: unknown, not "no labels".
+    pub labels_known: bool,
+    /// Who says: `namespace` (its Namespace object), `argocd` (managedNamespaceMetadata),
+    /// `config` (mesh.namespaces); None when unknown.
+    pub labels_from: Option<String>,
+    /// The object and field that set its labels, for findings about them.
+    pub labels_resource: Option<String>,
+    pub labels_path: Vec<String>,
+    /// Why the labels are unknown, for messages.
+    pub unknown_reason: Option<String>,
     pub labels: Labels,
     pub injection: Injection,
     pub mtls: NamespaceMtls,
     pub workloads: usize,
     pub workloads_with_proxy: usize,
+    /// Workloads whose proxy depends on labels it is unknown whether it has.
+    pub workloads_proxy_unknown: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Injection {
-    pub enabled: bool,
+    /// Whether pods created here get a sidecar; None when its labels are unknown.
+    pub enabled: Option<bool>,
     pub via: Option<String>,
     pub revision: Option<String>,
     pub explicitly_disabled: bool,
@@ -79,7 +96,11 @@ pub struct Workload {
     pub annotations: Labels,
     pub service_account: String,
     pub replicas: Option<i64>,
+    /// It will run with an Istio proxy (false also when that is unknown: see `proxy_known`).
     pub proxy: bool,
+    /// False when whether it gets a proxy depends on labels of a namespace the
+    /// repository does not declare.
+    pub proxy_known: bool,
     pub proxy_reason: String,
     /// What gives it a proxy: `namespace-label` (istio-injection), `namespace-revision`
     /// (istio.io/rev on the namespace), `pod-opt-in` (sidecar.istio.io/inject: "true"),
@@ -135,6 +156,8 @@ pub struct Selector {
     pub counts: String,
     pub matches: Vec<String>,
     pub match_count: usize,
+    /// Workloads the labels match whose proxy is unknown (counted neither way).
+    pub unknown_matches: Vec<String>,
     pub spec_only_matches: Vec<String>,
     pub workload_entry_matches: usize,
     pub invalid: Vec<InvalidLabel>,
@@ -153,6 +176,8 @@ pub struct PeerAuthn {
     pub strict: bool,
     pub workloads: Vec<String>,
     pub unproxied: Vec<String>,
+    /// Covered workloads of which it is unknown whether they have a proxy.
+    pub proxy_unknown: Vec<String>,
 }
 
 const WORKLOAD_KINDS: &[&str] = &[
@@ -236,50 +261,39 @@ fn pod_template(r: &Resource) -> Option<&Json> {
 /// namespace gained injection in this change but whose pod template did not change
 /// is modelled as it will really run: its existing pods keep running without a proxy.
 pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) -> Model {
+    build_with(resources, mesh, base, &[])
+}
+
+/// [`build`], with the namespace labels app objects set (from the render plan).
+pub fn build_with(
+    resources: &[Resource],
+    mesh: &MeshConfig,
+    base: Option<&Model>,
+    app_labels: &[AppNamespaceLabels],
+) -> Model {
     let mut model = Model::default();
 
-    // Namespaces: declared ones first, then every namespace a resource lives in.
+    // Namespaces: declared ones first, then those app objects label, then every
+    // namespace a resource lives in (labelled by mesh.namespaces, else unknown).
     for r in resources
         .iter()
         .filter(|r| r.kind == "Namespace" && r.api_version == "v1")
     {
         let labels = r.labels().map(Labels::from_json).unwrap_or_default();
-        let injection = injection_of(&labels);
-        model.namespaces.insert(
-            r.name.clone(),
-            Namespace {
-                name: r.name.clone(),
-                declared: true,
-                resource: Some(r.id.clone()),
-                labels,
-                injection,
-                mtls: NamespaceMtls {
-                    mode: "PERMISSIVE".into(),
-                    source: None,
-                },
-                workloads: 0,
-                workloads_with_proxy: 0,
-            },
-        );
+        model
+            .namespaces
+            .insert(r.name.clone(), namespaces::declared(&r.name, &r.id, labels));
+    }
+    for ns in namespaces::from_apps(app_labels, &model.namespaces) {
+        model.namespaces.insert(ns.name.clone(), ns);
     }
     for r in resources {
         if let Some(ns) = &r.namespace {
-            model
-                .namespaces
-                .entry(ns.clone())
-                .or_insert_with(|| Namespace {
-                    name: ns.clone(),
-                    declared: false,
-                    resource: None,
-                    labels: Labels::new(),
-                    injection: Injection::default(),
-                    mtls: NamespaceMtls {
-                        mode: "PERMISSIVE".into(),
-                        source: None,
-                    },
-                    workloads: 0,
-                    workloads_with_proxy: 0,
-                });
+            if !model.namespaces.contains_key(ns) {
+                model
+                    .namespaces
+                    .insert(ns.clone(), namespaces::used(ns, mesh));
+            }
         }
     }
 
@@ -294,7 +308,13 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
                 .cloned();
             w.proxy_requests = scale::proxy_requests(&w.annotations, mesh);
             if let Some(before) = base.and_then(|b| b.workloads.iter().find(|b| b.id == w.id)) {
-                if w.proxy && !before.proxy && before.template_hash == w.template_hash {
+                // Only a base known to be without a proxy: a namespace that was not
+                // declared in base may have been injected all along.
+                if w.proxy
+                    && !before.proxy
+                    && before.proxy_known
+                    && before.template_hash == w.template_hash
+                {
                     w.proxy = false;
                     w.pending_rollout = true;
                     w.proxy_reason = format!(
@@ -311,6 +331,9 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
             ns.workloads += 1;
             if w.proxy {
                 ns.workloads_with_proxy += 1;
+            }
+            if !w.proxy_known {
+                ns.workloads_proxy_unknown += 1;
             }
         }
         model
@@ -409,22 +432,45 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
     model
 }
 
+/// Injection of a namespace whose labels are known.
 fn injection_of(labels: &Labels) -> Injection {
     let inj = labels.get("istio-injection").map(String::as_str);
     let rev = labels.get("istio.io/rev").cloned();
     let mut out = Injection {
-        conflict: inj.is_some() && rev.is_some(),
+        enabled: Some(false),
+        conflict: multiple_injection_labels(labels).len() > 1,
         explicitly_disabled: inj == Some("disabled"),
         ..Default::default()
     };
     if inj == Some("enabled") {
-        out.enabled = true;
+        out.enabled = Some(true);
         out.via = Some("istio-injection".into());
     } else if inj.is_none() {
         if let Some(rev) = rev {
-            out.enabled = true;
+            out.enabled = Some(true);
             out.via = Some("istio.io/rev".into());
             out.revision = Some(rev);
+        }
+    }
+    out
+}
+
+/// The labels istioctl's IST0123 (NamespaceMultipleInjectionLabels) collects: more
+/// than one is a conflict. `istio.io/rev` and `istio.io/dataplane-mode` count only
+/// when `istio-injection` is absent or `enabled`: a namespace with injection switched
+/// off (`disabled`, or any other value) may carry them without conflict.
+/// (istio/istio pkg/config/analysis/analyzers/injection/injection.go)
+fn multiple_injection_labels(labels: &Labels) -> Vec<String> {
+    let inj = labels.get("istio-injection");
+    let mut out: Vec<String> = inj
+        .map(|v| format!("istio-injection={v}"))
+        .into_iter()
+        .collect();
+    for key in ["istio.io/rev", "istio.io/dataplane-mode"] {
+        if let Some(v) = labels.get(key) {
+            if inj.is_none_or(|i| i == "enabled") {
+                out.push(format!("{key}={v}"));
+            }
         }
     }
     out
@@ -475,6 +521,7 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
         .map(String::as_str);
     let opted_out = inject_flag == Some("false");
     let ns = namespaces.get(&ns_name);
+    let mut proxy_known = true;
     let (proxy, proxy_reason, via): (bool, String, Option<&str>) = if pre_injected {
         (
             true,
@@ -499,7 +546,7 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
         )
     } else {
         match ns {
-            Some(ns) if ns.injection.enabled => match &ns.injection.revision {
+            Some(ns) if ns.injection.enabled == Some(true) => match &ns.injection.revision {
                 Some(rev) => (
                     true,
                     format!("namespace {} has istio.io/rev={rev}", ns.name),
@@ -516,6 +563,27 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
                 format!("namespace {} has istio-injection=disabled", ns.name),
                 None,
             ),
+            // The pod-level webhooks only act in a namespace with neither label.
+            Some(ns) if ns.labels_known && ns.labels.contains_key("istio-injection") => (
+                false,
+                format!(
+                    "namespace {} has istio-injection={} (only enabled turns injection on, and pods cannot opt in while the label is there)",
+                    ns.name,
+                    ns.labels.get("istio-injection").map(String::as_str).unwrap_or("")
+                ),
+                None,
+            ),
+            Some(ns) if !ns.labels_known => {
+                proxy_known = false;
+                (
+                    false,
+                    format!(
+                        "{}, so whether its pods get a proxy is unknown",
+                        ns.unknown_reason.clone().unwrap_or_else(|| namespaces::unknown_reason(&ns.name))
+                    ),
+                    None,
+                )
+            }
             _ if inject_flag == Some("true") => (
                 true,
                 "the pod opts in with sidecar.istio.io/inject: \"true\"".to_string(),
@@ -529,14 +597,9 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
                 ),
                 Some("pod-revision"),
             ),
-            Some(ns) if ns.declared => (
-                false,
-                format!("namespace {} has no injection label", ns.name),
-                None,
-            ),
             _ => (
                 false,
-                format!("namespace {ns_name} is not declared in this repository, so its injection labels are unknown"),
+                format!("namespace {ns_name} has no injection label"),
                 None,
             ),
         }
@@ -561,6 +624,7 @@ fn workload_of(r: &Resource, namespaces: &BTreeMap<String, Namespace>) -> Option
         service_account,
         replicas,
         proxy,
+        proxy_known,
         proxy_reason,
         proxy_via: via.map(str::to_string),
         opted_out,
@@ -697,6 +761,7 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
                 counts: "workloads_and_entries".into(),
                 match_count: matches.len(),
                 matches,
+                unknown_matches: Vec::new(),
                 spec_only_matches: spec_only,
                 workload_entry_matches: entry_matches,
                 workload_groups: Vec::new(),
@@ -714,11 +779,14 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
     match labels_at(&r.body, path) {
         Some(labels) => {
             let mut matches = Vec::new();
+            let mut unknown = Vec::new();
             let mut spec_only = Vec::new();
             let mut entry_matches = 0;
-            for w in workloads.iter().filter(|w| w.proxy) {
-                if w.labels.selected_by(&labels) {
+            for w in workloads.iter().filter(|w| w.labels.selected_by(&labels)) {
+                if w.proxy {
                     matches.push(w.id.clone());
+                } else if !w.proxy_known {
+                    unknown.push(w.id.clone());
                 }
             }
             for e in entries {
@@ -741,6 +809,7 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
                 counts: "injected_workloads".into(),
                 match_count: matches.len(),
                 matches,
+                unknown_matches: unknown,
                 spec_only_matches: spec_only,
                 workload_entry_matches: entry_matches,
                 workload_groups: Vec::new(),
@@ -752,6 +821,11 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
                 .filter(|w| w.proxy)
                 .map(|w| w.id.clone())
                 .chain(entries.iter().map(|e| e.id.clone()))
+                .collect();
+            let unknown = workloads
+                .iter()
+                .filter(|w| !w.proxy_known)
+                .map(|w| w.id.clone())
                 .collect();
             out.push(Selector {
                 resource: r.id.clone(),
@@ -769,6 +843,7 @@ fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Vec<Selector>
                 match_count: matches.len(),
                 workload_entry_matches: entries.len(),
                 matches,
+                unknown_matches: unknown,
                 spec_only_matches: Vec::new(),
                 invalid: Vec::new(),
                 workload_groups: Vec::new(),
@@ -829,7 +904,12 @@ fn peer_authn_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> PeerAuthn {
         workloads: covered.iter().map(|w| w.id.clone()).collect(),
         unproxied: covered
             .iter()
-            .filter(|w| !w.proxy)
+            .filter(|w| !w.proxy && w.proxy_known)
+            .map(|w| w.id.clone())
+            .collect(),
+        proxy_unknown: covered
+            .iter()
+            .filter(|w| !w.proxy_known)
             .map(|w| w.id.clone())
             .collect(),
         mode,
@@ -862,6 +942,7 @@ fn narrow_mesh_scope(pas: &mut [PeerAuthn], index: &Index, mesh: &MeshConfig) {
         let keep = |id: &String| namespace_of.get(id.as_str()).is_some_and(|ns| governed(ns));
         pa.workloads.retain(keep);
         pa.unproxied.retain(keep);
+        pa.proxy_unknown.retain(keep);
     }
 }
 

@@ -621,6 +621,8 @@ pub struct Plan {
     pub roots: Vec<PlannedRoot>,
     pub directories: Vec<DirectoryRoot>,
     pub findings: Vec<Finding>,
+    /// Labels Argo CD Applications set on the namespaces they create.
+    pub namespace_labels: Vec<crate::model::AppNamespaceLabels>,
 }
 
 pub fn plan(
@@ -801,6 +803,7 @@ pub fn plan(
         roots: kept,
         directories,
         findings,
+        namespace_labels: roots::app_namespace_labels(resources, repo_urls, &view),
     }
 }
 

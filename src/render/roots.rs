@@ -507,6 +507,87 @@ pub fn app_sources(
     (out, external)
 }
 
+/// The labels Argo CD sets on the namespaces its Applications create: with the
+/// `CreateNamespace=true` sync option, `syncPolicy.managedNamespaceMetadata.labels` on
+/// `destination.namespace` (without the option Argo CD sets nothing). Applications,
+/// and each Application an ApplicationSet generates; one whose namespace or labels
+/// still hold a template expression, or that a `templatePatch` may change, is left
+/// out, and its namespace keeps unknown labels.
+pub fn app_namespace_labels(
+    resources: &[Resource],
+    repo_urls: &BTreeSet<String>,
+    repo: &dyn RepoLookup,
+) -> Vec<crate::model::AppNamespaceLabels> {
+    let same_repo = |url: &str| repo_urls.contains(&normalize_repo_url(url));
+    let mut out = Vec::new();
+    for r in resources
+        .iter()
+        .filter(|r| r.api_version.starts_with("argoproj.io/"))
+    {
+        let by = format!(
+            "{} {}",
+            r.kind,
+            r.id.split_once('/').map(|x| x.1).unwrap_or(&r.id)
+        );
+        match r.kind.as_str() {
+            "Application" => {
+                out.extend(managed_namespace(r, &r.body, &[], by));
+            }
+            "ApplicationSet" if r.body.pointer("/spec/templatePatch").is_none() => {
+                let Some(template) = r.body.pointer("/spec/template") else {
+                    continue;
+                };
+                for set in appset::params(&r.body, &same_repo, repo).0 {
+                    let app = appset::substitute(template, &set.params);
+                    let name = s(&app, "/metadata/name").unwrap_or_default();
+                    let by = format!("{by} → Application {name}");
+                    out.extend(managed_namespace(r, &app, &["spec", "template"], by));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// What one Application (`app`, found at `at` in `r`) sets on its namespace.
+fn managed_namespace(
+    r: &Resource,
+    app: &Json,
+    at: &[&str],
+    by: String,
+) -> Option<crate::model::AppNamespaceLabels> {
+    let creates = app
+        .pointer("/spec/syncPolicy/syncOptions")
+        .and_then(Json::as_array)
+        .is_some_and(|o| o.iter().any(|o| o.as_str() == Some("CreateNamespace=true")));
+    let namespace = s(app, "/spec/destination/namespace")?;
+    let labels = app
+        .pointer("/spec/syncPolicy/managedNamespaceMetadata/labels")?
+        .as_object()?;
+    let unexpanded = |v: &str| v.contains("{{");
+    if !creates || namespace.is_empty() || unexpanded(&namespace) {
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    for (k, v) in labels {
+        let v = v.as_str()?;
+        if unexpanded(k) || unexpanded(v) {
+            return None;
+        }
+        out.insert(k.clone(), v.to_string());
+    }
+    let mut path: Vec<String> = at.iter().map(|p| p.to_string()).collect();
+    path.extend(["spec", "syncPolicy", "managedNamespaceMetadata", "labels"].map(String::from));
+    Some(crate::model::AppNamespaceLabels {
+        namespace,
+        labels: out,
+        resource: r.id.clone(),
+        path,
+        by,
+    })
+}
+
 fn flux_source(r: &Resource, pointer: &str) -> String {
     let ns = s(&r.body, &format!("{pointer}/namespace"))
         .or_else(|| r.namespace.clone())
