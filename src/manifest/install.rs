@@ -128,6 +128,16 @@ impl InstallMesh {
     }
 }
 
+/// A chart template of an IstioOperator (`trustDomain: "{{ .Values.td }}"`) says
+/// nothing until rendered: it is not taken as what istioctl installs.
+fn templated(node: &Node) -> bool {
+    FIELDS.iter().flat_map(|f| f.paths.iter()).any(|path| {
+        node_at(node, path)
+            .and_then(Node::as_str)
+            .is_some_and(|s| s.contains("{{"))
+    })
+}
+
 /// The IstioOperator documents among `files`, with their mesh settings. A file that
 /// does not parse is skipped here: loading it as a manifest reports it.
 pub fn mesh_settings(files: &[&SourceFile], limits: &Limits) -> Vec<InstallMesh> {
@@ -149,7 +159,7 @@ pub fn mesh_settings(files: &[&SourceFile], limits: &Limits) -> Vec<InstallMesh>
             let api_version = node.get("apiVersion").and_then(Node::as_str);
             let kind = node.get("kind").and_then(Node::as_str);
             if let (Some(a), Some(k)) = (api_version, kind) {
-                if is_istio_operator(a, k) {
+                if is_istio_operator(a, k) && !templated(&node) {
                     out.push(InstallMesh::of(&node, &f.path));
                 }
             }
@@ -300,6 +310,12 @@ mod tests {
                 .any(|n| n.contains("b.yaml:6 (spec.values.global.istioNamespace: istio-control)")),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn a_chart_template_of_an_operator_is_not_what_is_installed() {
+        let template = "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    trustDomain: \"{{ .Values.trustDomain }}\"\n";
+        assert!(installs(&[("chart/templates/iop.yaml", template)]).is_empty());
     }
 
     #[test]

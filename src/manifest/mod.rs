@@ -486,6 +486,48 @@ mod tests {
     }
 
     #[test]
+    fn tool_configs_are_skipped_and_cluster_objects_of_like_groups_are_not() {
+        for (api_version, kind) in [
+            ("v1", "Config"),
+            ("skaffold/v4beta11", "Config"),
+            ("kind.x-k8s.io/v1alpha4", "Cluster"),
+            ("kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"),
+            ("kustomize.config.k8s.io/v1beta1", "Kustomization"),
+            ("builtin", "PatchTransformer"),
+            ("schema.plugin.fluxcd.io/v1beta1", "Config"),
+        ] {
+            assert!(is_tool_config(api_version, kind), "{api_version} {kind}");
+        }
+        for (api_version, kind) in [
+            ("v1", "ConfigMap"),
+            ("kustomize.toolkit.fluxcd.io/v1", "Kustomization"),
+            ("cluster.x-k8s.io/v1beta1", "Cluster"),
+            ("skaffold.example.com/v1", "Config"),
+        ] {
+            assert!(!is_tool_config(api_version, kind), "{api_version} {kind}");
+        }
+    }
+
+    #[test]
+    fn generate_name_is_a_marked_name_and_no_duplicate() {
+        let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {generateName: migrate-, namespace: shop}\n";
+        let l = load(
+            &[file("a.yaml", &format!("{job}---\n{job}---\napiVersion: batch/v1\nkind: Job\nmetadata: {{namespace: shop}}\n"))],
+            &Limits::default(),
+        );
+        assert_eq!(l.resources.len(), 2);
+        assert_eq!(l.resources[0].id, "Job/shop/migrate-*");
+        assert!(has_generated_name(&l.resources[0]));
+        let rules: Vec<&str> = l.findings.iter().map(|f| f.rule.as_str()).collect();
+        assert_eq!(
+            rules,
+            ["manifest/invalid-object"],
+            "only the Job without either"
+        );
+        assert_eq!(l.findings[0].line, 11);
+    }
+
+    #[test]
     fn oversized_file_is_a_finding() {
         let limits = Limits {
             max_file_bytes: 10,
