@@ -279,10 +279,16 @@ const REREAD_BUDGET: usize = 64 * 1024 * 1024;
 
 /// Parses one document's text, `offset` lines into its file.
 fn parse_chunk(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, DocError> {
-    let mut text = Cow::Borrowed(text);
+    // kubectl's reader ends every line with a newline, the last one too; libyaml's
+    // port also needs it there (it panics on a block scalar ending the input).
+    let mut text = if text.ends_with('\n') {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(format!("{text}\n"))
+    };
     let mut work = text.len();
     loop {
-        match Composer::new(&text, offset, limits).run() {
+        match compose(&text, offset, limits) {
             Ok(root) => return Ok(root),
             Err(Failure::Doc(e)) => return Err(e),
             // go-yaml reads `\'` in a double-quoted string as `'`; libyaml has no such
@@ -300,6 +306,19 @@ fn parse_chunk(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>,
             }
         }
     }
+}
+
+/// One read of a document. The parser is a port with a few `panic!`s left in it
+/// (a tag followed by `,` in a flow collection): one must not stop the check, and
+/// the document it was reading was not checked.
+fn compose(text: &str, offset: u32, limits: &Limits) -> Result<Option<Node>, Failure> {
+    let run = || Composer::new(text, offset, limits).run();
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|_| {
+        Err(Failure::Doc(DocError::invalid(
+            offset + 1,
+            "meshward's YAML reader failed on this document, which it could not check; a tag followed by `,` inside `[...]` or `{...}` is the known cause",
+        )))
+    })
 }
 
 /// Replaces every `\'` of the double-quoted string whose escape starts at byte `at`.
@@ -1018,6 +1037,24 @@ mod tests {
         assert!(error("? [a]\n: x\n").message.contains("list or mapping"));
         assert!(error("a: *nope\n").message.contains("no anchor"));
         assert!(error("a: &x [1, *x]\n").message.contains("contain itself"));
+    }
+
+    #[test]
+    fn a_block_scalar_ending_the_file_reads_as_kubectl_reads_it() {
+        // No newline at the end: kubectl's reader adds one.
+        assert_eq!(
+            json("a: |\n  text\nb: >-\n  x\n  y"),
+            serde_json::json!({"a": "text\n", "b": "x y"})
+        );
+        assert_eq!(json("a: |\n  text"), serde_json::json!({"a": "text\n"}));
+    }
+
+    #[test]
+    fn a_parser_panic_is_a_parse_error_and_the_rest_is_read() {
+        let docs = parse("a: 1\n---\nk: [!t, 2]\n---\nb: 2\n");
+        let e = docs[1].result.as_ref().unwrap_err();
+        assert_eq!((e.line, e.limit), (3, false));
+        assert!(docs[2].result.as_ref().is_ok_and(Option::is_some));
     }
 
     #[test]
