@@ -162,6 +162,34 @@ mod tests {
         assert_eq!(used("legacy", &mesh).injection.enabled, Some(false));
     }
 
+    /// The model's `conflict` is istioctl's IST0123 test, namespace by namespace of its
+    /// analyzer testdata (injection.yaml).
+    #[test]
+    fn conflict_is_istioctls_multiple_injection_labels() {
+        let labels = |pairs: &[(&str, &str)]| -> Labels {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let (inj, rev, mode) = ("istio-injection", "istio.io/rev", "istio.io/dataplane-mode");
+        for (name, pairs, conflict) in [
+            ("default", vec![(inj, "enabled")], false),
+            ("ambient", vec![(mode, "ambient")], false),
+            ("foo", vec![(inj, "disabled")], false),
+            ("bar", vec![], false),
+            ("canary-test", vec![(rev, "canary")], false),
+            ("busted", vec![(inj, "enabled"), (rev, "canary")], true),
+            ("multi-ns-2", vec![(inj, "enabled"), (mode, "ambient")], true),
+            ("multi-ns-3", vec![(rev, "test"), (mode, "ambient")], true),
+            ("not-conflict-ns-1", vec![(inj, "disabled"), (mode, "ambient")], false),
+            ("not-conflict-ns-2", vec![(inj, "disabled"), (rev, "test")], false),
+        ] {
+            let got = super::super::injection_of(&labels(&pairs));
+            assert_eq!(got.conflict, conflict, "{name}");
+        }
+    }
+
     #[test]
     fn apps_that_disagree_leave_the_labels_unknown() {
         let agree = [
