@@ -180,10 +180,22 @@ mod tests {
             ("bar", vec![], false),
             ("canary-test", vec![(rev, "canary")], false),
             ("busted", vec![(inj, "enabled"), (rev, "canary")], true),
-            ("multi-ns-2", vec![(inj, "enabled"), (mode, "ambient")], true),
+            (
+                "multi-ns-2",
+                vec![(inj, "enabled"), (mode, "ambient")],
+                true,
+            ),
             ("multi-ns-3", vec![(rev, "test"), (mode, "ambient")], true),
-            ("not-conflict-ns-1", vec![(inj, "disabled"), (mode, "ambient")], false),
-            ("not-conflict-ns-2", vec![(inj, "disabled"), (rev, "test")], false),
+            (
+                "not-conflict-ns-1",
+                vec![(inj, "disabled"), (mode, "ambient")],
+                false,
+            ),
+            (
+                "not-conflict-ns-2",
+                vec![(inj, "disabled"), (rev, "test")],
+                false,
+            ),
         ] {
             let got = super::super::injection_of(&labels(&pairs));
             assert_eq!(got.conflict, conflict, "{name}");
