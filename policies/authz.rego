@@ -221,15 +221,18 @@ findings contains f if {
 
 # A workload (with a proxy in base) or WorkloadGroup whose service account this change
 # changes, so that it presents a new identity.
-base_workload_by_id := {b.id: b | some b in lib.base_workloads}
+# Sets, not objects: one id may stand for several copies (two roots deploy one
+# workload). A copy keeps its identity when any base copy ran as its account.
+base_workloads_by_id[b.id] contains b if some b in lib.base_workloads
 
-base_group_by_id := {g.id: g | some g in lib.base_workload_groups}
+base_groups_by_id[g.id] contains g if some g in lib.base_workload_groups
 
 sa_changes contains c if {
 	some w in lib.model_workloads
-	b := base_workload_by_id[w.id]
+	copies := base_workloads_by_id[w.id]
+	not w.service_account in {b.service_account | some b in copies}
+	some b in copies
 	b.proxy == true
-	b.service_account != w.service_account
 	c := {
 		"id": w.id, "namespace": w.namespace, "old": b.service_account, "new": w.service_account,
 		"path": array.concat(lib.pod_spec_path(w.kind), ["serviceAccountName"]),
@@ -238,8 +241,9 @@ sa_changes contains c if {
 
 sa_changes contains c if {
 	some g in lib.model_workload_groups
-	b := base_group_by_id[g.id]
-	b.service_account != g.service_account
+	copies := base_groups_by_id[g.id]
+	not g.service_account in {b.service_account | some b in copies}
+	some b in copies
 	c := {
 		"id": g.id, "namespace": g.namespace, "old": b.service_account, "new": g.service_account,
 		"path": ["spec", "template", "serviceAccount"],

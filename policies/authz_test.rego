@@ -252,3 +252,23 @@ test_identity_change_for_workload_group if {
 	f.resource == "WorkloadGroup/shop/reports"
 	f.path == ["spec", "template", "serviceAccount"]
 }
+
+# Two roots deploy one workload under two accounts: neither copy changed, nothing is
+# said, and the rules run (an object keyed by id would have failed to evaluate).
+test_identity_change_quiet_for_copies_of_one_workload_that_keep_their_accounts if {
+	inp := change_input("web", [], ["AuthorizationPolicy/shop/cart-allow-web"])
+	copies := {"workloads": [web("web"), web("web-staging")], "identities": inp.base.identities}
+	head := object.union(inp.model, {"workloads": [web("web-staging"), web("web")]})
+	count(identity_findings(object.union(inp, {"base": copies, "model": head}))) == 0
+}
+
+test_identity_change_fires_for_the_copy_that_changes_its_account if {
+	inp := change_input("web-v2", [], ["AuthorizationPolicy/shop/cart-allow-web"])
+	copies := {"workloads": [web("web"), web("web-staging")], "identities": inp.base.identities}
+	head := object.union(inp.model, {"workloads": [web("web-staging"), web("web-v2")]})
+	fs := identity_findings(object.union(inp, {"base": copies, "model": head}))
+	count(fs) > 0
+	every f in fs {
+		contains(f.message, "web-v2")
+	}
+}

@@ -7,7 +7,9 @@ use crate::finding::{sort_findings, FailOn, Finding, Severity, Status};
 use crate::manifest::{self, input_finding, Limits, Resource, SourceFile};
 use crate::model::{self, coverage, Model};
 use crate::policy::{self, Policies, PolicySource, RawFinding};
-use crate::report::{CoverageReport, Report, RevisionSummary, Summary, Suppressed, Verdict};
+use crate::report::{
+    CoverageReport, Report, RevisionSummary, RootOutcome, RootStatus, Summary, Suppressed, Verdict,
+};
 use crate::workspace::Tree;
 use anyhow::Result;
 use chrono::NaiveDate;
@@ -162,13 +164,11 @@ pub fn analyze(
             base_model = None;
         }
     }
-    if let Some(note) = render_note(
-        &head_parsed.stats,
-        base_parsed.as_ref().map(|p| &p.stats),
-        opts.changed_paths.is_some(),
-    ) {
+    let roots = root_outcomes(&head_parsed);
+    if let Some(note) = render_note(&roots, opts.changed_paths.is_some()) {
         notes.push(note);
     }
+    let fail_closed = touched_failures(&head_parsed);
     let head_labels = head_parsed.namespace_labels;
     let head_parsed = head_parsed.loaded;
     let base_loaded = base_parsed.map(|p| {
@@ -245,6 +245,33 @@ pub fn analyze(
             p.message.clone(),
         ));
     }
+    // What could not be checked cannot pass, whether or not base failed alike: a
+    // policy that did not run, a root this change touches that did not render.
+    let edited = |file: &str| match &base {
+        Some(b) => b.tree.get(file).map(|f| &f.bytes) != head.tree.get(file).map(|f| &f.bytes),
+        None => false,
+    };
+    for f in findings.iter_mut() {
+        if f.status == Status::Resolved {
+            continue;
+        }
+        let unchecked = if f.rule == "policy/error" {
+            // The change that repairs a repository policy would be blocked by it.
+            !(f.file.starts_with(REPO_POLICY_DIR) && edited(&f.file))
+        } else {
+            fail_closed.contains(&f.identity())
+        };
+        if unchecked {
+            f.unchecked = true;
+            if f.status == Status::Existing && base.is_some() {
+                f.message.push_str(if f.rule == "policy/error" {
+                    " This blocks the change although base failed alike: a rule that did not run cannot pass it."
+                } else {
+                    " This change touches the root, so it could not be checked, and it does not pass although base failed alike."
+                });
+            }
+        }
+    }
     let suppressed = apply_exceptions(&mut findings, &config, opts.today);
     sort_findings(&mut findings);
 
@@ -252,7 +279,7 @@ pub fn analyze(
     let fail_on = opts.fail_on.or(config.fail_on).unwrap_or(FailOn::Error);
     let gating = |f: &&Finding| match f.status {
         Status::Introduced => true,
-        Status::Existing => base.is_none(),
+        Status::Existing => base.is_none() || f.unchecked,
         Status::Resolved => false,
     };
     let blocking = findings
@@ -293,7 +320,9 @@ pub fn analyze(
         policies: policies.count,
         head: head_eval.summary.clone(),
         base: base_eval.as_ref().map(|b| b.summary.clone()),
+        nothing_to_check: nothing_to_check(&head_eval, base_eval.as_ref(), &roots, &findings),
         notes,
+        roots,
     };
     let changes = base_eval
         .as_ref()
@@ -320,6 +349,25 @@ pub fn analyze(
             changed,
         },
     })
+}
+
+/// Why nothing was checked, when neither revision holds a Kubernetes object, a
+/// render root or anything meshward has to say about its files.
+fn nothing_to_check(
+    head: &Evaluated,
+    base: Option<&Evaluated>,
+    roots: &[RootOutcome],
+    findings: &[Finding],
+) -> Option<String> {
+    let empty = |e: &Evaluated| e.resources.is_empty();
+    if !(empty(head) && base.is_none_or(empty) && roots.is_empty() && findings.is_empty()) {
+        return None;
+    }
+    let h = &head.summary;
+    Some(format!(
+        "nothing to check: no Kubernetes objects and no render roots (kustomize, Helm, Argo CD or Flux apps) were found ({} YAML files read as manifests, {} documents in them that are not cluster objects, {} dot-files and CI configs not read). Point meshward at the folder that holds the manifests, or select them with paths.include in .meshward.yaml.",
+        h.files, h.skipped_documents, h.files_not_read
+    ))
 }
 
 /// Asks Prometheus about the STRICT scopes head introduces over base, when a source
@@ -474,27 +522,115 @@ pub struct RenderStats {
     pub context: usize,
 }
 
-fn render_note(head: &RenderStats, base: Option<&RenderStats>, selective: bool) -> Option<String> {
-    let roots = head.roots.max(base.map_or(0, |b| b.roots));
-    if roots == 0 {
+fn render_note(roots: &[RootOutcome], selective: bool) -> Option<String> {
+    let count = |status: RootStatus| roots.iter().filter(|r| r.outcome == status).count();
+    let excluded = count(RootStatus::Excluded);
+    let planned = roots.len() - excluded;
+    if roots.is_empty() {
         return None;
     }
-    let touched = head.rendered.max(base.map_or(0, |b| b.rendered));
-    let context = head.context.max(base.map_or(0, |b| b.context));
-    let rendered = touched + context;
-    Some(if selective && rendered < roots {
-        let linked = if context > 0 {
-            format!(", {context} more because they share a namespace with it or name one of its namespaces")
+    let rendered = count(RootStatus::Rendered);
+    let unchecked = count(RootStatus::Failed) + count(RootStatus::Refused);
+    let not_needed = count(RootStatus::NotNeeded);
+    let mut note =
+        format!("Rendered {rendered} of {planned} render roots (kustomize, Helm, app objects)");
+    if selective && not_needed > 0 {
+        let touched = roots
+            .iter()
+            .filter(|r| r.reason.as_deref() == Some(TOUCHED))
+            .count();
+        let linked = roots
+            .iter()
+            .filter(|r| r.reason.as_deref() == Some(LINKED))
+            .count();
+        let linked = if linked > 0 {
+            format!(", {linked} more because they share a namespace with it or name one of its namespaces")
         } else {
             String::new()
         };
-        format!(
-            "Rendered {rendered} of {roots} render roots (kustomize, Helm, app objects): {touched} read a file this change touches{linked}. The other {} neither read a changed file nor share or name a namespace with what it changes, so their objects were not checked in this run.",
-            roots - rendered
-        )
+        note.push_str(&format!(
+            ": {touched} read a file this change touches{linked}. The other {not_needed} neither read a changed file nor share or name a namespace with what it changes, so their objects were not checked in this run."
+        ));
     } else {
-        format!("Rendered {rendered} of {roots} render roots (kustomize, Helm, app objects).")
-    })
+        note.push('.');
+    }
+    if unchecked > 0 {
+        note.push_str(&format!(
+            " {unchecked} did not render (failed or refused): nothing they deploy was checked."
+        ));
+    }
+    if excluded > 0 {
+        note.push_str(&format!(
+            " {excluded} excluded by render.exclude in .meshward.yaml."
+        ));
+    }
+    Some(note)
+}
+
+const TOUCHED: &str = "reads a file this change touches";
+const LINKED: &str = "deploys into or names a namespace this change deploys into or names";
+const EVERY: &str = "every root is rendered";
+
+/// Every root of a revision with its outcome, in plan order, excluded ones last.
+fn root_outcomes(p: &Parsed) -> Vec<RootOutcome> {
+    p.roots
+        .iter()
+        .zip(&p.outcomes)
+        .map(|(r, (outcome, reason))| RootOutcome {
+            root: r.root.label(),
+            file: r.root.entry.clone(),
+            line: r.root.entry_line,
+            outcome: *outcome,
+            reason: reason.clone(),
+        })
+        .chain(p.excluded.iter().map(|r| RootOutcome {
+            root: r.label(),
+            file: r.entry.clone(),
+            line: r.entry_line,
+            outcome: RootStatus::Excluded,
+            reason: Some("render.exclude in .meshward.yaml".to_string()),
+        }))
+        .collect()
+}
+
+/// What became of a rendered root: the first render failure among its findings.
+fn outcome_of(r: &crate::render::Rendered, why: &str) -> (RootStatus, Option<String>) {
+    for f in &r.findings {
+        match f.rule.as_str() {
+            "render/refused" => return (RootStatus::Refused, Some(f.message.clone())),
+            "render/failed" | "render/tool-missing" | "render/limit-exceeded" => {
+                return (RootStatus::Failed, Some(f.message.clone()))
+            }
+            _ => {}
+        }
+    }
+    (RootStatus::Rendered, Some(why.to_string()))
+}
+
+/// The failure findings of roots the change touches that did not render: they
+/// block, whatever base did.
+fn touched_failures(p: &Parsed) -> HashSet<(String, String, String)> {
+    let entries: HashSet<&str> = p
+        .roots
+        .iter()
+        .zip(&p.outcomes)
+        .filter(|(_, (outcome, reason))| outcome.unchecked() && reason.as_deref() != Some(LINKED))
+        .map(|(r, _)| r.root.entry.as_str())
+        .collect();
+    p.loaded
+        .findings
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.rule.as_str(),
+                "render/refused"
+                    | "render/failed"
+                    | "render/tool-missing"
+                    | "render/limit-exceeded"
+            ) && entries.contains(f.file.as_str())
+        })
+        .map(Finding::identity)
+        .collect()
 }
 
 /// A revision's manifests, with the roots rendered so far.
@@ -503,6 +639,10 @@ struct Parsed {
     stats: RenderStats,
     roots: Vec<crate::render::PlannedRoot>,
     rendered: Vec<bool>,
+    /// What became of each root: `NotNeeded` until it is rendered.
+    outcomes: Vec<(RootStatus, Option<String>)>,
+    /// Roots `render.exclude` leaves out.
+    excluded: Vec<crate::render::roots::Root>,
     /// The revision on disk, once a render needed it (or why it is not there).
     dir: Option<Result<crate::render::Materialized, String>>,
     /// Labels app objects set on the namespaces they create.
@@ -594,20 +734,26 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed
             context: 0,
         },
         loaded,
+        outcomes: vec![(RootStatus::NotNeeded, None); plan.roots.len()],
+        excluded: plan.excluded,
         roots: plan.roots,
         rendered,
         dir: None,
         namespace_labels: plan.namespace_labels,
     };
-    let selected: Vec<&crate::render::PlannedRoot> = parsed
-        .roots
-        .iter()
-        .zip(&parsed.rendered)
-        .filter(|(_, r)| **r)
-        .map(|(p, _)| p)
+    let selected: Vec<usize> = (0..parsed.roots.len())
+        .filter(|&i| parsed.rendered[i])
         .collect();
     if !selected.is_empty() {
-        for mut r in render_roots(rev, config, opts, &mut parsed.dir, &selected) {
+        let roots: Vec<&crate::render::PlannedRoot> =
+            selected.iter().map(|&i| &parsed.roots[i]).collect();
+        let why = match opts.changed_paths {
+            Some(_) => TOUCHED,
+            None => EVERY,
+        };
+        let outputs = render_roots(rev, config, opts, &mut parsed.dir, &roots);
+        for (i, mut r) in selected.into_iter().zip(outputs) {
+            parsed.outcomes[i] = outcome_of(&r, why);
             parsed.loaded.resources.append(&mut r.resources);
             parsed.loaded.findings.append(&mut r.findings);
         }
@@ -728,6 +874,7 @@ fn render_context(
     let add = |p: &mut Parsed, i: usize, r: crate::render::Rendered| {
         p.rendered[i] = true;
         p.stats.context += 1;
+        p.outcomes[i] = outcome_of(&r, LINKED);
         p.loaded.resources.extend(r.resources);
         p.loaded.findings.extend(r.findings);
     };
@@ -885,6 +1032,7 @@ fn to_finding(
             s.dedup();
             s
         },
+        unchecked: false,
     }))
 }
 

@@ -121,6 +121,11 @@ pub struct Finding {
     /// introduced, though it is about the same resource and field.
     #[serde(skip)]
     pub subjects: Vec<String>,
+    /// What it reports kept the change from being checked (a policy that did not
+    /// run, a root the change touches that did not render): it blocks whatever its
+    /// status.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchecked: bool,
 }
 
 impl Finding {

@@ -199,6 +199,12 @@ fn run(cli: Cli) -> ExitCode {
                 }
                 None => print!("{rendered}"),
             }
+            if let (Some(why), Verdict::Pass) =
+                (&report.summary.nothing_to_check, report.summary.verdict)
+            {
+                eprintln!("meshward: {}: {why}", req.path.display());
+                return ExitCode::from(2);
+            }
             match report.summary.verdict {
                 Verdict::Pass => ExitCode::SUCCESS,
                 Verdict::Fail => ExitCode::from(1),

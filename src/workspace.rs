@@ -401,18 +401,36 @@ pub fn materialize(source: &TreeSource) -> Result<crate::render::Materialized> {
             let mut child = git(toplevel)
                 .args(["archive", "--format=tar", &treeish])
                 .stdout(Stdio::piped())
-                .stderr(Stdio::null())
+                .stderr(Stdio::piped())
                 .spawn()
                 .context("could not run git archive")?;
             let stdout = child.stdout.take().context("git archive stdout")?;
+            // git's own words are the cause when the archive breaks off; read apart
+            // from stdout so a talkative git cannot stall the pipe.
+            let stderr = child.stderr.take().context("git archive stderr")?;
+            let said = std::thread::spawn(move || {
+                use std::io::Read;
+                let mut text = String::new();
+                let _ = stderr.take(16 * 1024).read_to_string(&mut text);
+                text
+            });
             let mut archive = tar::Archive::new(stdout);
             archive.set_preserve_permissions(false);
-            archive
-                .unpack(dir.path())
-                .context("extracting the revision")?;
+            let unpacked = archive.unpack(dir.path());
+            if unpacked.is_err() {
+                let _ = child.kill();
+            }
             let status = child.wait()?;
+            let said = said.join().unwrap_or_default();
+            let said = said.trim();
+            if !status.success() && !said.is_empty() {
+                bail!("git archive {treeish} failed: {said}");
+            }
+            if let Err(e) = unpacked {
+                bail!("extracting the revision from git archive {treeish} failed: {e}");
+            }
             if !status.success() {
-                bail!("git archive {treeish} failed");
+                bail!("git archive {treeish} failed ({status})");
             }
             Ok(Materialized::Temp(dir))
         }

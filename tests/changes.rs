@@ -1,7 +1,7 @@
 //! What a change does to the mesh (`changes` in the JSON, "What this change does to
 //! the mesh" in markdown), checked as real changes between two git commits.
 
-mod common;
+use crate::common;
 
 use common::*;
 use meshward::changes::{Change, Changes};

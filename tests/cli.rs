@@ -1,6 +1,6 @@
 //! The binary as a user runs it: exit codes, messages on stderr, no panics.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use common::*;

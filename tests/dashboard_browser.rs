@@ -8,8 +8,7 @@
 //! a full CDP crate (chromiumoxide, headless_chrome) would add minutes of compile
 //! time for its generated protocol bindings on a 2-core CI, for six methods.
 
-#[macro_use]
-mod service_support;
+use crate::service_support;
 
 use futures_util::{SinkExt, StreamExt};
 use meshward::jobs::Clock;

@@ -2,8 +2,6 @@
 //! binary starts exactly as the Deployment starts it (same args, same env names)
 //! against PostgreSQL and answers /readyz.
 
-mod common;
-
 use assert_cmd::Command;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;

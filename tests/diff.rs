@@ -1,7 +1,7 @@
 //! Differential status on real temporary git repositories: introduced, existing,
 //! resolved; config, exceptions and policies from the base revision only.
 
-mod common;
+use crate::common;
 
 use common::*;
 use meshward::finding::Status;

@@ -3,8 +3,8 @@
 //! a change turns a namespace or workloads STRICT, meshward asks Prometheus, and the
 //! policies judge what it answered.
 
-mod common;
-mod prometheus_support;
+use crate::common;
+use crate::prometheus_support;
 
 use common::*;
 use meshward::evidence::prometheus::SourceSettings;

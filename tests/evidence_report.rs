@@ -3,7 +3,7 @@
 //! The evidence comes from a file in the shape Prometheus gathering produces, so the
 //! snapshot is stable.
 
-mod common;
+use crate::common;
 
 use common::*;
 use meshward::report::{self, Format};

@@ -1,7 +1,7 @@
 //! Output formats on the bundled example change, snapshot-tested; SARIF validated
 //! against the SARIF 2.1.0 JSON schema.
 
-mod common;
+use crate::common;
 
 use common::*;
 use meshward::report::{self, Format};

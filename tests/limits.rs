@@ -1,7 +1,7 @@
 //! Hostile input: every limit gives a clear finding, and the other files are still
 //! checked.
 
-mod common;
+use crate::common;
 
 use common::*;
 

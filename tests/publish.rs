@@ -3,8 +3,7 @@
 //! tests read what landed on the pull request from the fake's model, and what was
 //! recorded from the store.
 
-#[macro_use]
-mod service_support;
+use crate::service_support;
 
 use meshward::jobs::{Clock, Processed, Worker};
 use meshward::server::{metrics::Metrics, router};

@@ -2,7 +2,7 @@
 //! examples/pr over it), snapshot-tested: the summary comment, the check run's
 //! output and annotations, the inline comments and the commit status.
 
-mod common;
+use crate::common;
 
 use common::*;
 use meshward::publish::{self, check, inline, selectors, Conclusion, Context};

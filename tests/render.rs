@@ -1,7 +1,7 @@
 //! Rendering what GitOps controllers render, with the real helm and kustomize
 //! binaries (scripts/install-tools puts them in .tools/bin).
 
-mod common;
+use crate::common;
 
 use common::*;
 use meshward::finding::Status;

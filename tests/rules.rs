@@ -3,7 +3,7 @@
 //! (checked as a tree) or base/ + head/ (checked as a change between two commits of a
 //! real git repository), with an optional evidence.json.
 
-mod common;
+use crate::common;
 
 use common::*;
 use meshward::finding::Status;

@@ -2,9 +2,8 @@
 //! namespace STRICT is checked against a real Prometheus (the fake GitHub serves the
 //! commits), and the run stores the numbers and the queries. On both stores.
 
-#[macro_use]
-mod service_support;
-mod prometheus_support;
+use crate::prometheus_support;
+use crate::service_support;
 
 use meshward::evidence::prometheus::SourceSettings;
 use meshward::evidence::PrometheusSource;

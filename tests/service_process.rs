@@ -2,7 +2,7 @@
 //! stored run and a clean stop on SIGTERM; and two server processes sharing one
 //! PostgreSQL queue of 200 jobs, each job run exactly once.
 
-mod service_support;
+use crate::service_support;
 
 use meshward::store::*;
 use service_support::*;

@@ -1,8 +1,7 @@
 //! Workers and the durable queue against the fake GitHub, on both store backends:
 //! leases, retries with backoff, GitHub retries, tokens, graceful shutdown.
 
-#[macro_use]
-mod service_support;
+use crate::service_support;
 
 use meshward::jobs::{self, Clock, Processed, QueueConfig, Worker};
 use meshward::server::metrics::Metrics;

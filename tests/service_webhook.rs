@@ -1,8 +1,7 @@
 //! The webhook path, through the real router (no socket), on both store backends;
 //! and the end to end path: signed webhook → job → worker → run stored → published.
 
-#[macro_use]
-mod service_support;
+use crate::service_support;
 
 use meshward::jobs::{Clock, Processed};
 use meshward::server::{metrics::Metrics, router};

@@ -1,7 +1,6 @@
 //! The store contract: every test runs on PostgreSQL and on SQLite.
 
-#[macro_use]
-mod service_support;
+use crate::service_support;
 
 use meshward::manifest::SourceFile;
 use meshward::report::Report;

@@ -4,9 +4,6 @@
 //! When a migration is added: write the seed data of the version before it (or of
 //! the new one) as SQL that both backends accept, and add it to `SEEDS`.
 
-#[macro_use]
-mod service_support;
-
 use meshward::store::*;
 
 /// Rows as version 1 of the schema holds them. Portable SQL: no explicit ids (the

@@ -2,8 +2,7 @@
 //! the namespace filter, paging, errors, auth, the OpenAPI document (every answer
 //! is checked against it), /metrics gauges and retention.
 
-#[macro_use]
-mod service_support;
+use crate::service_support;
 
 use meshward::jobs::Clock;
 use meshward::server::{self, metrics::Metrics};

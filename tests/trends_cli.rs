@@ -1,8 +1,7 @@
 //! `meshward trends`: the real binary on a seeded store. Output snapshots on the
 //! embedded SQLite file; the same command on PostgreSQL prints the same bytes.
 
-#[macro_use]
-mod service_support;
+use crate::service_support;
 
 use assert_cmd::Command;
 use meshward::store::Store;

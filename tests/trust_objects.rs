@@ -3,7 +3,7 @@
 //! is install input, `generateName` is a name, and hooks are not mesh workloads.
 //! Each fixture under tests/fixtures/trust/ is shaped like a public GitOps repository.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use common::*;

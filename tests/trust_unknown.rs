@@ -2,7 +2,7 @@
 //! only on a change; IST0123 is reported as istioctl reports it. Each test checks one
 //! fixture of tests/fixtures/trust-unknown/ the way a user would run meshward on it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use meshward::finding::{Severity, Status};

@@ -122,6 +122,7 @@ pub fn input_finding(
 ) -> Finding {
     Finding {
         subjects: Vec::new(),
+        unchecked: false,
         rule: rule.to_string(),
         severity,
         status: Status::Existing,
@@ -381,7 +382,7 @@ const TOOL_CONFIGS: &[(&str, &str)] = &[
 
 /// The API group of an apiVersion: `apps/v1` → `apps`, `v1` → `` (core). kustomize's
 /// builtin plugin configs say just `builtin`.
-fn api_group(api_version: &str) -> &str {
+pub fn api_group(api_version: &str) -> &str {
     match api_version.split_once('/') {
         Some((group, _)) => group,
         None if api_version == "builtin" => "builtin",
@@ -401,14 +402,19 @@ pub fn is_tool_config(api_version: &str, kind: &str) -> bool {
 /// The same object twice: a GitOps controller applies one and reports the other as
 /// a conflict, so which one is live is unclear.
 fn report_duplicates(out: &mut Loaded) {
-    let mut seen: std::collections::HashMap<&str, &Resource> = std::collections::HashMap::new();
+    // The API server keys objects by group too: crossplane's ProviderConfig/default of
+    // two providers are two objects.
+    let mut seen: std::collections::HashMap<(&str, &str), &Resource> =
+        std::collections::HashMap::new();
     let mut dups = Vec::new();
     // Each object with only a generateName is created anew under a name of its own:
     // two of them with one prefix are two objects, not a conflict.
     for r in out.resources.iter().filter(|r| !has_generated_name(r)) {
-        if let Some(first) = seen.get(r.id.as_str()) {
+        let key = (api_group(&r.api_version), r.id.as_str());
+        if let Some(first) = seen.get(&key) {
             dups.push(Finding {
                 subjects: Vec::new(),
+                unchecked: false,
                 rule: "manifest/duplicate-resource".into(),
                 severity: Severity::Warning,
                 status: Status::Existing,
@@ -423,7 +429,7 @@ fn report_duplicates(out: &mut Loaded) {
                 istio_code: None,
             });
         } else {
-            seen.insert(&r.id, r);
+            seen.insert(key, r);
         }
     }
     out.findings.extend(dups);

@@ -212,7 +212,10 @@ impl Policies {
                 Err(e) => {
                     problems.push(PolicyProblem {
                         file: file.clone(),
-                        message: format!("evaluating {rule} failed, so its rules did not run: {e}"),
+                        message: format!(
+                            "evaluating {rule} failed, so its rules did not run: {}",
+                            brief(&e.to_string())
+                        ),
                     });
                     continue;
                 }
@@ -250,6 +253,17 @@ impl Policies {
             }
         }
         (findings, problems)
+    }
+}
+
+/// An engine error as a finding can carry it: regorus quotes whole values (a
+/// workload of the model, twice), which would drown the PR comment.
+fn brief(error: &str) -> String {
+    const MAX: usize = 600;
+    let text = error.split_whitespace().collect::<Vec<_>>().join(" ");
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
     }
 }
 

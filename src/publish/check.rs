@@ -48,6 +48,9 @@ pub fn conclusion(report: &Report, changed_paths: Option<&BTreeSet<String>>) -> 
     if s.verdict == Verdict::Fail {
         return Conclusion::Failure;
     }
+    if s.nothing_to_check.is_some() {
+        return Conclusion::Neutral;
+    }
     let untouched = changed_paths.is_some_and(|changed| {
         !changed.iter().any(|p| {
             crate::workspace::wanted(p)
@@ -75,6 +78,9 @@ pub fn title(report: &Report, conclusion: Conclusion) -> String {
             plural(s.blocking, "blocking finding", "blocking findings"),
             s.fail_on.as_str()
         ),
+        Conclusion::Neutral if s.nothing_to_check.is_some() => {
+            "Nothing to check: no Kubernetes objects and no render roots".to_string()
+        }
         Conclusion::Neutral => "Nothing to check in this change".to_string(),
         Conclusion::Success if s.introduced > 0 => format!(
             "No blocking findings; {} below fail-on {}",
@@ -109,7 +115,7 @@ fn annotated(report: &Report) -> Vec<&Finding> {
         .iter()
         .filter(|f| match f.status {
             Status::Introduced => true,
-            Status::Existing => !has_base,
+            Status::Existing => !has_base || f.unchecked,
             Status::Resolved => false,
         })
         .filter(|f| !f.file.is_empty() && !f.file.starts_with('(') && f.line >= 1)

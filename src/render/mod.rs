@@ -619,6 +619,8 @@ impl appset::RepoLookup for TreeView<'_> {
 /// The final set of roots of a revision, once app objects and config are read.
 pub struct Plan {
     pub roots: Vec<PlannedRoot>,
+    /// Roots `render.exclude` leaves out: listed, never rendered.
+    pub excluded: Vec<Root>,
     pub directories: Vec<DirectoryRoot>,
     pub findings: Vec<Finding>,
     /// Labels Argo CD Applications set on the namespaces they create.
@@ -787,7 +789,9 @@ pub fn plan(
     let (kept, dropped): (Vec<_>, Vec<_>) = planned
         .into_iter()
         .partition(|p| !excluded.iter().any(|m| m.is_match(&p.root.path)));
+    let mut excluded_roots = Vec::new();
     for p in dropped {
+        excluded_roots.push(p.root.clone());
         findings.push(input_finding(
             "render/excluded",
             Severity::Info,
@@ -801,6 +805,7 @@ pub fn plan(
     }
     Plan {
         roots: kept,
+        excluded: excluded_roots,
         directories,
         findings,
         namespace_labels: roots::app_namespace_labels(resources, repo_urls, &view),

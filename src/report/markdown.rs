@@ -114,9 +114,13 @@ pub fn render(report: &Report, links: &Links) -> String {
             .collect()
     };
     let introduced = by(Status::Introduced);
-    let existing = by(Status::Existing);
-    let resolved = by(Status::Resolved);
     let has_base = s.base.is_some();
+    // Existing findings that still block (what could not be checked) are shown, not
+    // folded away with the old debt.
+    let (unchecked, existing): (Vec<&Finding>, Vec<&Finding>) = by(Status::Existing)
+        .into_iter()
+        .partition(|f| has_base && f.unchecked);
+    let resolved = by(Status::Resolved);
 
     if has_base {
         let _ = writeln!(
@@ -130,6 +134,16 @@ pub fn render(report: &Report, links: &Links) -> String {
             table(&mut out, &introduced, links);
             out.push('\n');
         }
+    }
+
+    if !unchecked.is_empty() {
+        let _ = writeln!(
+            out,
+            "### Not checked: blocks this change ({})\n",
+            unchecked.len()
+        );
+        table(&mut out, &unchecked, links);
+        out.push('\n');
     }
 
     if let Some(c) = &report.changes {
@@ -182,7 +196,38 @@ pub fn render(report: &Report, links: &Links) -> String {
         }
         out.push('\n');
     }
+    roots_section(&mut out, &s.roots);
     out
+}
+
+/// Every render root with its outcome, folded: the note above gives the counts.
+fn roots_section(out: &mut String, roots: &[super::RootOutcome]) {
+    if roots.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<details><summary>Render roots ({})</summary>\n",
+        roots.len()
+    );
+    let _ = writeln!(out, "| Root | Defined in | Outcome |");
+    let _ = writeln!(out, "|---|---|---|");
+    for r in roots {
+        let reason = r
+            .reason
+            .as_deref()
+            .map(|w| format!(": {}", cell(w)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {} | `{}:{}` | {}{reason} |",
+            cell(&r.root),
+            r.file,
+            r.line,
+            r.outcome.as_str()
+        );
+    }
+    let _ = writeln!(out, "\n</details>\n");
 }
 
 /// A row label inside a sentence: "Workloads with…" → "workloads with…", but

@@ -99,6 +99,56 @@ pub struct Summary {
     pub base: Option<RevisionSummary>,
     /// What the reader should know about how the check ran.
     pub notes: Vec<String>,
+    /// Every render root of the checked revision and what became of it. Absent in
+    /// reports stored before it existed.
+    #[serde(default)]
+    pub roots: Vec<RootOutcome>,
+    /// Set when the checked tree holds no Kubernetes objects and no render roots in
+    /// either revision: why nothing was checked (the CLI exits 2, the check is neutral).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nothing_to_check: Option<String>,
+}
+
+/// A render root (kustomize, Helm, app object) and what became of it in this run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootOutcome {
+    /// As findings name it: `kustomize root apps/podinfo (Application argocd/podinfo)`.
+    pub root: String,
+    /// The file that defines it (kustomization, Chart.yaml, app object) and its line.
+    pub file: String,
+    pub line: u32,
+    pub outcome: RootStatus,
+    /// Why it was rendered, or what went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RootStatus {
+    Rendered,
+    Failed,
+    Refused,
+    Excluded,
+    /// A change that neither touches it nor joins with what it deploys.
+    NotNeeded,
+}
+
+impl RootStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RootStatus::Rendered => "rendered",
+            RootStatus::Failed => "failed",
+            RootStatus::Refused => "refused",
+            RootStatus::Excluded => "excluded",
+            RootStatus::NotNeeded => "not needed for this change",
+        }
+    }
+
+    /// Nothing it deploys was checked, though the change needed it.
+    pub fn unchecked(self) -> bool {
+        matches!(self, RootStatus::Failed | RootStatus::Refused)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -33,6 +33,9 @@ pub fn render(report: &Report, color: bool) -> String {
         };
         let status = match f.status {
             Status::Introduced => " [introduced]",
+            Status::Existing if f.unchecked && report.summary.base.is_some() => {
+                " [not checked: blocks]"
+            }
             Status::Existing => "",
             Status::Resolved => " [resolved]",
         };
@@ -128,6 +131,24 @@ pub fn render(report: &Report, color: bool) -> String {
     }
     for n in &s.notes {
         let _ = writeln!(out, "  note: {n}");
+    }
+    if !s.roots.is_empty() {
+        let _ = writeln!(out, "  render roots:");
+        for r in &s.roots {
+            let reason = r
+                .reason
+                .as_deref()
+                .map(|w| format!(": {w}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    {} ({}:{}): {}{reason}",
+                r.root,
+                r.file,
+                r.line,
+                r.outcome.as_str()
+            );
+        }
     }
     out
 }

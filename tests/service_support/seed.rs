@@ -102,6 +102,7 @@ fn coverage(namespaces: &[Ns]) -> Coverage {
 fn finding(ns: &str, i: usize, status: Status) -> Finding {
     Finding {
         subjects: Vec::new(),
+        unchecked: false,
         rule: "selector/matches-nothing".into(),
         severity: Severity::Error,
         status,

@@ -1,0 +1,225 @@
+//! A run says what it checked, and what it could not check does not pass: a policy
+//! that errors blocks whatever base did, a root the change touches that does not
+//! render blocks, every root is listed with its outcome, and a path with nothing to
+//! check is an error, not a pass. Fixtures under tests/fixtures/trust-checked/.
+
+use crate::common;
+
+use assert_cmd::Command;
+use common::*;
+use meshward::finding::Status;
+use meshward::report::{RootStatus, Verdict};
+use predicates::prelude::*;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    fixtures().join("trust-checked").join(name)
+}
+
+fn repo_of(name: &str) -> (GitRepo, String) {
+    let repo = GitRepo::new();
+    let base = repo.commit_dir(&fixture(name), "base");
+    (repo, base)
+}
+
+const BROKEN_POLICY: &str = r#"package meshward.rules.team
+
+import rego.v1
+
+# Two resources of one kind: the object's key is generated twice, evaluation fails.
+objects_by_kind := {r.kind: r | some r in input.resources}
+
+findings contains f if {
+	some kind, _ in objects_by_kind
+	kind == "never"
+	f := {"rule": "team/x", "severity": "error", "message": "unreachable"}
+}
+"#;
+
+#[test]
+fn two_roots_deploying_one_workload_are_checked_by_every_policy() {
+    let (repo, base) = repo_of("podinfo-overlays");
+    repo.write(
+        "kustomize/overlays/production/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../base\npatches:\n  - target:\n      kind: Deployment\n      name: podinfo\n    patch: |-\n      - op: replace\n        path: /spec/template/spec/serviceAccountName\n        value: podinfo-prod\n",
+    );
+    let head = repo.commit("production runs as its own service account");
+    let report = check_change(&repo, &base, &head);
+    assert!(
+        with_rule(&report, "policy/error").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+    let roots = &report.summary.roots;
+    assert_eq!(roots.len(), 2, "{roots:#?}");
+    assert!(
+        roots.iter().all(|r| r.outcome == RootStatus::Rendered),
+        "{roots:#?}"
+    );
+    // The authz rules ran: the caller the policy names runs nowhere.
+    assert!(
+        !with_rule(&report, "authz/unknown-principal").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+}
+
+#[test]
+fn a_policy_that_errors_blocks_the_change_even_when_base_failed_alike() {
+    let (repo, _) = repo_of("podinfo-overlays");
+    repo.write(".meshward/policies/team.rego", BROKEN_POLICY);
+    let base = repo.commit("team policy");
+    repo.write(
+        "istio/authz.yaml",
+        &std::fs::read_to_string(fixture("podinfo-overlays/istio/authz.yaml"))
+            .expect("fixture")
+            .replace("sa/frontend", "sa/gateway"),
+    );
+    let head = repo.commit("allow the gateway");
+    let report = check_change(&repo, &base, &head);
+    let errors = with_rule(&report, "policy/error");
+    assert_eq!(errors.len(), 1, "{:#?}", report.findings);
+    let e = errors[0];
+    assert_eq!(e.file, ".meshward/policies/team.rego");
+    assert_eq!(e.status, Status::Existing);
+    assert!(e.unchecked);
+    assert!(e.message.contains("did not run"), "{}", e.message);
+    assert_eq!(report.summary.verdict, Verdict::Fail);
+    assert_eq!(report.summary.blocking, 1);
+    let text = meshward::report::render(&report, meshward::report::Format::Text, false);
+    assert!(text.contains("[not checked: blocks]"), "{text}");
+    let md = meshward::report::render(&report, meshward::report::Format::Markdown, false);
+    assert!(
+        md.contains("### Not checked: blocks this change (1)"),
+        "{md}"
+    );
+
+    // The change that repairs the policy is not held back by it.
+    repo.write(
+        ".meshward/policies/team.rego",
+        "package meshward.rules.team\n",
+    );
+    let fix = repo.commit("repair the team policy");
+    let report = check_change(&repo, &head, &fix);
+    assert_eq!(
+        report.summary.verdict,
+        Verdict::Pass,
+        "{:#?}",
+        report.findings
+    );
+}
+
+#[test]
+fn a_touched_root_that_does_not_render_blocks_and_an_untouched_one_is_listed() {
+    let (repo, base) = repo_of("failing-root");
+    repo.write(
+        "apps/shop/deployment.yaml",
+        &std::fs::read_to_string(fixture("failing-root/apps/shop/deployment.yaml"))
+            .expect("fixture")
+            .replace("1.0.0", "1.1.0"),
+    );
+    let head = repo.commit("shop 1.1.0");
+    let report = check_change(&repo, &base, &head);
+    let failed = with_rule(&report, "render/failed");
+    assert_eq!(failed.len(), 1, "{:#?}", report.findings);
+    assert_eq!(failed[0].status, Status::Existing);
+    assert!(failed[0].unchecked);
+    assert!(failed[0].message.contains("could not be checked"));
+    assert_eq!(report.summary.verdict, Verdict::Fail);
+    let roots = &report.summary.roots;
+    assert_eq!(roots.len(), 1);
+    assert_eq!(roots[0].outcome, RootStatus::Failed);
+    assert_eq!(roots[0].file, "apps/shop/kustomization.yaml");
+    let note = report
+        .summary
+        .notes
+        .iter()
+        .find(|n| n.starts_with("Rendered "))
+        .expect("render note");
+    assert!(note.starts_with("Rendered 0 of 1 render roots"), "{note}");
+    assert!(note.contains("1 did not render"), "{note}");
+
+    // A change elsewhere does not need the root: it passes, and the root is listed.
+    repo.write(
+        "apps/web/web.yaml",
+        &std::fs::read_to_string(fixture("failing-root/apps/web/web.yaml"))
+            .expect("fixture")
+            .replace("hello", "hi"),
+    );
+    let other = repo.commit("greeting");
+    let report = check_change(&repo, &head, &other);
+    assert_eq!(
+        report.summary.verdict,
+        Verdict::Pass,
+        "{:#?}",
+        report.findings
+    );
+    assert_eq!(report.summary.roots[0].outcome, RootStatus::NotNeeded);
+    let json: serde_json::Value =
+        serde_json::from_str(&meshward::report::json(&report)).expect("json");
+    assert_eq!(json["summary"]["roots"][0]["outcome"], "not_needed");
+    assert_eq!(
+        json["summary"]["roots"][0]["file"],
+        "apps/shop/kustomization.yaml"
+    );
+}
+
+#[test]
+fn a_path_with_nothing_to_check_is_exit_2_and_says_why() {
+    Command::cargo_bin("meshward")
+        .expect("binary")
+        .arg("check")
+        .arg(fixture("no-objects"))
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("nothing to check").and(predicate::str::contains(
+                "no Kubernetes objects and no render roots",
+            )),
+        );
+    let report = check_dir(&fixture("no-objects"));
+    assert!(report.summary.nothing_to_check.is_some());
+    assert_eq!(
+        meshward::publish::check::conclusion(&report, None),
+        meshward::publish::Conclusion::Neutral
+    );
+}
+
+#[test]
+fn duplicates_are_keyed_by_api_group_and_name_both_copies() {
+    let report = check_dir(&fixture("crossplane"));
+    let dups = with_rule(&report, "manifest/duplicate-resource");
+    assert_eq!(dups.len(), 1, "{:#?}", report.findings);
+    let d = dups[0];
+    assert_eq!((d.file.as_str(), d.line), ("config.yaml", 1), "{:#?}", d);
+    assert!(d.message.contains("config-copy.yaml:3"), "{}", d.message);
+}
+
+#[test]
+fn a_revision_git_cannot_extract_is_reported_with_gits_own_words() {
+    let (repo, base) = repo_of("failing-root");
+    // A kustomization that renders, so the only failure is extracting the revision.
+    repo.write(
+        "apps/shop/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: shop\nresources:\n  - deployment.yaml\n",
+    );
+    repo.write("docs/notes.txt", "a file no check reads\n");
+    let head = repo.commit("fix the kustomization");
+    // Lose the blob of a file meshward never reads: only `git archive` needs it.
+    let blob = repo.git(&["rev-parse", &format!("{head}:docs/notes.txt")]);
+    let object = repo
+        .path()
+        .join(".git/objects")
+        .join(&blob[..2])
+        .join(&blob[2..]);
+    std::fs::remove_file(&object).expect("remove the loose object");
+    let report = check_change(&repo, &base, &head);
+    let failed = with_rule(&report, "render/failed");
+    assert_eq!(failed.len(), 1, "{:#?}", report.findings);
+    assert!(
+        failed[0].message.contains(&blob[..7]) || failed[0].message.contains("unable to read"),
+        "git's message is the cause: {}",
+        failed[0].message
+    );
+    assert_eq!(report.summary.verdict, Verdict::Fail);
+}
