@@ -223,3 +223,54 @@ fn a_revision_git_cannot_extract_is_reported_with_gits_own_words() {
     );
     assert_eq!(report.summary.verdict, Verdict::Fail);
 }
+
+#[test]
+fn a_chart_dependency_elsewhere_in_the_repository_renders_without_touching_the_tree() {
+    let repo = GitRepo::new();
+    copy_tree(&fixture("local-chart-dependency"), &repo.path());
+    let report = check_dir(&repo.path());
+    assert!(
+        report
+            .summary
+            .roots
+            .iter()
+            .all(|r| r.outcome == RootStatus::Rendered),
+        "{:#?}",
+        report.summary.roots
+    );
+    let umbrella = report
+        .summary
+        .roots
+        .iter()
+        .find(|r| r.file == "plugins/guestbook-umbrella/Chart.yaml")
+        .expect("the umbrella chart is a root");
+    assert_eq!(umbrella.outcome, RootStatus::Rendered);
+    assert!(
+        report
+            .models
+            .head
+            .workloads
+            .iter()
+            .any(|w| w.name == "guestbook-umbrella-guestbook"),
+        "{:#?}",
+        report.models.head.workloads
+    );
+    // The library chart is no root (helm refuses to install one), and its templates
+    // are not read as objects of their own.
+    assert_eq!(report.summary.roots.len(), 2, "{:#?}", report.summary.roots);
+    assert!(
+        report
+            .findings
+            .iter()
+            .all(|f| !f.file.starts_with("common/")),
+        "{:#?}",
+        report.findings
+    );
+    assert!(
+        !repo
+            .path()
+            .join("plugins/guestbook-umbrella/charts")
+            .exists(),
+        "the dependency is staged in a scratch copy, not in the work tree"
+    );
+}

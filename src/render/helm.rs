@@ -69,6 +69,38 @@ pub fn check_dependencies(
     problems
 }
 
+/// Dependencies at a `file://` path in the repository that `charts/` does not hold:
+/// (name, folder in the repository). `helm dependency build`, which Argo CD and Flux
+/// run, copies them in without network; meshward does the same in a scratch copy.
+pub fn local_dependencies(
+    root: &Root,
+    read: &dyn Fn(&str) -> Option<String>,
+    is_dir: &dyn Fn(&str) -> bool,
+) -> Vec<(String, String)> {
+    let chart_file = join(&root.path, "Chart.yaml").unwrap_or_default();
+    let Some(chart) = read(&chart_file).and_then(|t| yaml_serde::from_str::<Json>(&t).ok()) else {
+        return Vec::new();
+    };
+    let charts_dir = join(&root.path, "charts").unwrap_or_default();
+    chart
+        .get("dependencies")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|dep| {
+            let name = dep.get("name").and_then(Json::as_str)?;
+            let local = dep
+                .get("repository")
+                .and_then(Json::as_str)?
+                .strip_prefix("file://")?;
+            let folder = join(&root.path, local.trim_end_matches('/'))?;
+            let vendored = is_dir(&join(&charts_dir, name).unwrap_or_default());
+            (!vendored && is_dir(&folder) && !name.contains(['/', '\\']) && name != "..")
+                .then(|| (name.to_string(), folder))
+        })
+        .collect()
+}
+
 /// `redis-19.6.4.tgz` is an archive of `redis`; `redis-cluster-9.0.0.tgz` is not.
 fn is_archive_of(file: &str, name: &str) -> bool {
     file.strip_suffix(".tgz")

@@ -271,6 +271,9 @@ impl DirectoryRoot {
 pub struct Discovery {
     pub kustomize: Vec<PlannedRoot>,
     pub helm: Vec<PlannedRoot>,
+    /// Library charts (`type: library`): templates other charts include, never
+    /// installed (helm refuses to), so no root; their files are chart inputs still.
+    pub library: Vec<PlannedRoot>,
 }
 
 struct TreeView<'a> {
@@ -554,22 +557,36 @@ pub fn discover(tree: &Tree) -> Discovery {
         b.root.defined_by = Some("base".into());
         b
     }));
-    let chart_dirs: Vec<String> = tree
+    let charts: Vec<(String, bool)> = tree
         .files
         .iter()
         .filter(|f| f.path == "Chart.yaml" || f.path.ends_with("/Chart.yaml"))
-        .map(|f| parent(&f.path).to_string())
+        .map(|f| (parent(&f.path).to_string(), is_library_chart(&f.bytes)))
         .collect();
-    let helm = chart_dirs
-        .iter()
-        .filter(|d| {
-            !chart_dirs
-                .iter()
-                .any(|outer| outer != *d && d.starts_with(&format!("{outer}/charts/")))
-        })
-        .map(|d| helm_root(d))
-        .collect();
-    Discovery { kustomize, helm }
+    let (mut helm, mut library) = (Vec::new(), Vec::new());
+    for (d, is_library) in charts.iter().filter(|(d, _)| {
+        !charts
+            .iter()
+            .any(|(outer, _)| outer != d && d.starts_with(&format!("{outer}/charts/")))
+    }) {
+        match is_library {
+            true => library.push(helm_root(d)),
+            false => helm.push(helm_root(d)),
+        }
+    }
+    Discovery {
+        kustomize,
+        helm,
+        library,
+    }
+}
+
+/// `type: library` in a Chart.yaml.
+fn is_library_chart(chart: &[u8]) -> bool {
+    yaml_serde::from_slice::<Json>(chart)
+        .ok()
+        .and_then(|c| c.get("type").and_then(Json::as_str).map(|t| t == "library"))
+        .unwrap_or(false)
 }
 
 impl Discovery {
@@ -578,6 +595,7 @@ impl Discovery {
         self.kustomize
             .iter()
             .chain(&self.helm)
+            .chain(&self.library)
             .any(|r| r.reads(path))
     }
 }
@@ -862,6 +880,23 @@ fn problem_finding(p: &Problem, root: &Root) -> Finding {
 
 /// Symlinks under `dir` that resolve outside `repo` (or nowhere).
 /// Names of the regular files in `dir` (none when it cannot be read).
+/// Copies a folder's files and subfolders; links are left out (one could point
+/// outside the repository). Bounded by the revision, which is bounded on read.
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
 fn list_files(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|entries| {
@@ -1117,10 +1152,33 @@ pub fn render_root(
                     findings: f,
                 };
             }
+            // Local dependencies go into a copy of the chart: the revision on disk may
+            // be the user's own work tree.
+            let local = helm::local_dependencies(root, view_read, &|p| repo_dir.join(p).is_dir());
+            let chart_dir = if local.is_empty() {
+                repo_dir.join(&root.path)
+            } else {
+                let copy = scratch.path().join("chart");
+                let staged = copy_dir(&repo_dir.join(&root.path), &copy).and_then(|()| {
+                    local.iter().try_for_each(|(name, folder)| {
+                        copy_dir(&repo_dir.join(folder), &copy.join("charts").join(name))
+                    })
+                });
+                if let Err(e) = staged {
+                    return fail(
+                        &mut findings,
+                        Problem::failed(
+                            &root.entry,
+                            &format!("could not stage the chart's local dependencies: {e}"),
+                        ),
+                    );
+                }
+                copy
+            };
             let mut cmd = std::process::Command::new(helm);
             cmd.arg("template")
                 .arg(root.release.clone().unwrap_or_else(|| "release".into()))
-                .arg(repo_dir.join(&root.path))
+                .arg(&chart_dir)
                 .arg("--namespace")
                 .arg(
                     root.helm
@@ -1226,6 +1284,13 @@ pub fn render_root(
         }
         Err(tools::RunError::Spawn(e)) => return fail(&mut findings, Problem::failed(&root.entry, &format!("could not run the render tool: {e}"))),
         Err(tools::RunError::Failed(msg)) => {
+            // Paths as the repository names them, not as this machine's temp folders.
+            let mut msg = msg;
+            for dir in [repo_dir, scratch.path()] {
+                if let Ok(abs) = std::fs::canonicalize(dir) {
+                    msg = msg.replace(&format!("{}/", abs.display()), "");
+                }
+            }
             let msg: String = msg.chars().take(2000).collect();
             return fail(&mut findings, Problem::failed(&root.entry, &format!("the render tool failed, so nothing it deploys was checked: {msg}")));
         }
