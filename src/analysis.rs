@@ -44,6 +44,9 @@ pub struct Options {
     /// The day exceptions are judged against.
     pub today: NaiveDate,
     pub limits: Limits,
+    /// The server's (or CLI's) render limits: ceilings a repository's
+    /// `render.timeout_seconds` / `render.max_output_bytes` may lower, never raise.
+    pub render_limits: crate::render::RenderLimits,
 }
 
 impl Options {
@@ -59,6 +62,7 @@ impl Options {
             fail_on: None,
             today,
             limits: Limits::default(),
+            render_limits: crate::render::RenderLimits::default(),
         }
     }
 }
@@ -245,6 +249,7 @@ pub fn analyze(
             p.message.clone(),
         ));
     }
+    findings.extend(limits_above_ceiling(&config, &opts.render_limits));
     // What could not be checked cannot pass, whether or not base failed alike: a
     // policy that did not run, a root this change touches that did not render.
     let edited = |file: &str| match &base {
@@ -820,17 +825,65 @@ fn render_roots(
                 .collect();
         }
     };
-    let mut limits = crate::render::RenderLimits::default();
-    if let Some(t) = config.render.timeout_seconds {
-        limits.timeout = std::time::Duration::from_secs(t);
-    }
-    if let Some(m) = config.render.max_output_bytes {
-        limits.max_output_bytes = m;
-    }
+    let limits = render_limits(config, &opts.render_limits);
     let read = |p: &str| std::fs::read_to_string(repo_dir.join(p)).ok();
     roots
         .par_iter()
         .map(|r| crate::render::render_root(r, &repo_dir, &opts.tools, &limits, &read))
+        .collect()
+}
+
+/// The repository's render limits under the ceilings: lowered where it asks,
+/// never raised.
+fn render_limits(
+    config: &RepoConfig,
+    ceiling: &crate::render::RenderLimits,
+) -> crate::render::RenderLimits {
+    let mut limits = ceiling.clone();
+    if let Some(t) = config.render.timeout_seconds {
+        limits.timeout = limits.timeout.min(std::time::Duration::from_secs(t));
+    }
+    if let Some(m) = config.render.max_output_bytes {
+        limits.max_output_bytes = limits.max_output_bytes.min(m);
+    }
+    limits
+}
+
+/// `render.*` limits the repository sets above the ceiling: said, on their line.
+fn limits_above_ceiling(
+    config: &RepoConfig,
+    ceiling: &crate::render::RenderLimits,
+) -> Vec<Finding> {
+    let over = [
+        (
+            "timeout_seconds",
+            config
+                .render
+                .timeout_seconds
+                .filter(|t| *t > ceiling.timeout.as_secs()),
+            format!("{} s", ceiling.timeout.as_secs()),
+        ),
+        (
+            "max_output_bytes",
+            config
+                .render
+                .max_output_bytes
+                .filter(|m| *m > ceiling.max_output_bytes)
+                .map(|m| m as u64),
+            format!("{} bytes", ceiling.max_output_bytes),
+        ),
+    ];
+    over.into_iter()
+        .filter_map(|(key, value, ceiling)| {
+            let value = value?;
+            Some(input_finding(
+                "render/limit-above-ceiling",
+                Severity::Warning,
+                CONFIG_FILE,
+                config.render_lines.get(key).copied().unwrap_or(1),
+                format!("render.{key} is {value}, above this server's ceiling of {ceiling}; {ceiling} is used. A repository's config may lower meshward's limits, never raise them: lower the value (or remove it), or ask the server's operator to raise the ceiling."),
+            ))
+        })
         .collect()
 }
 

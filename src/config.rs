@@ -97,6 +97,10 @@ pub struct RepoConfig {
     /// Line of each `rules:` entry.
     #[serde(skip)]
     pub rule_lines: BTreeMap<String, u32>,
+    /// Lines of `render.timeout_seconds` and `render.max_output_bytes`, to point at
+    /// when the server's ceiling wins over them.
+    #[serde(skip)]
+    pub render_lines: BTreeMap<String, u32>,
     /// The keys of `mesh:` the file sets: the others may come from the repository's
     /// IstioOperator files (see `manifest::install`).
     #[serde(skip)]
@@ -507,6 +511,11 @@ impl RepoConfig {
             config
                 .rule_lines
                 .insert(rule.clone(), line_of(serde_json::json!(["rules", rule])));
+        }
+        for key in ["timeout_seconds", "max_output_bytes"] {
+            config
+                .render_lines
+                .insert(key.to_string(), line_of(serde_json::json!(["render", key])));
         }
         Ok(config)
     }

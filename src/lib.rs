@@ -110,6 +110,7 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         fail_on: req.fail_on,
         today: req.today,
         limits: manifest::Limits::default(),
+        render_limits: render::RenderLimits::default(),
     };
     let mut report = analysis::analyze(
         base.as_ref().map(|(tree, label)| Revision {

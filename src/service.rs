@@ -161,6 +161,13 @@ pub struct ServeArgs {
     /// GitHub API root (GitHub Enterprise: `https://HOST/api/v3`).
     #[arg(long, env = "MESHWARD_GITHUB_API_URL")]
     pub github_api_url: Option<String>,
+    /// Seconds of silence after which a GitHub call fails (connecting: at most 10).
+    #[arg(long, env = "MESHWARD_GITHUB_TIMEOUT_SECS", default_value_t = 30)]
+    pub github_timeout_secs: u64,
+    /// Seconds one GitHub call may take in all, answer included (a tarball is the
+    /// largest); then it fails and is retried, or its job is.
+    #[arg(long, env = "MESHWARD_GITHUB_CALL_TIMEOUT_SECS", default_value_t = 300)]
+    pub github_call_timeout_secs: u64,
     /// meshward's address as people reach it (`https://meshward.example.com`): check
     /// runs link to the run's page under it.
     #[arg(long, env = "MESHWARD_PUBLIC_URL")]
@@ -315,7 +322,14 @@ impl ServeArgs {
                 id: self.github_app_id.map(|i| i as i64),
                 slug: self.github_app_slug.clone(),
             },
-            github: auth.map(|auth| GitHubConfig::new(self.github_api_url.clone(), auth)),
+            github: auth.map(|auth| GitHubConfig {
+                timeouts: crate::github::Timeouts {
+                    connect: Duration::from_secs(self.github_timeout_secs.clamp(1, 10)),
+                    read: Duration::from_secs(self.github_timeout_secs.max(1)),
+                    call: Duration::from_secs(self.github_call_timeout_secs.max(1)),
+                },
+                ..GitHubConfig::new(self.github_api_url.clone(), auth)
+            }),
             public_url: self
                 .public_url
                 .clone()

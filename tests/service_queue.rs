@@ -352,7 +352,81 @@ async fn shutdown_finishes_or_releases_jobs_in_flight(store: Store) {
     );
 }
 
+/// A GitHub that takes a request and never answers: the call times out, the job is
+/// retried later with the reason recorded, and the other job in the queue completes.
+async fn a_github_that_never_answers_fails_the_call_and_other_jobs_flow(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    let other = fake.commit(
+        REPO,
+        Some(&base),
+        &[("clusters/prod/namespace.yaml", NAMESPACE)],
+    );
+    fake.open_pull(REPO, 8, &base, &other);
+    // Only the first pull request's tarball hangs (an hour is "never" here).
+    fake.delay(&format!("/tarball/{head}"), Duration::from_secs(3600));
+    let store = migrated(store).await;
+    let stuck = store
+        .enqueue(&check_job(7, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let flowing = store
+        .enqueue(&check_job(8, &base, &other), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let metrics = Metrics::new();
+    let mut cfg = meshward::github::GitHubConfig::new(
+        Some(fake.url()),
+        meshward::github::GitHubAuth::App {
+            app_id: APP_ID as u64,
+            private_key_pem: secrecy::SecretString::from(fake_github::app_private_key()),
+        },
+    );
+    cfg.retry = meshward::github::RetryPolicy {
+        max_retries: 0,
+        ..fast_retry()
+    };
+    cfg.timeouts = meshward::github::Timeouts {
+        connect: Duration::from_secs(1),
+        read: Duration::from_secs(1),
+        call: Duration::from_secs(2),
+    };
+    let github = meshward::github::GitHub::new(cfg, metrics.clone()).unwrap();
+    let clock = Clock::manual(0);
+    let w = worker(&store, Some(github), &metrics, &clock);
+    let started = std::time::Instant::now();
+    let done = tokio::time::timeout(Duration::from_secs(60), w.run_until_idle())
+        .await
+        .expect("the worker does not hang on a silent GitHub")
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let outcome = |id: i64| {
+        done.iter()
+            .find(|(job, _)| job.id == id)
+            .map(|(_, p)| format!("{p:?}"))
+            .unwrap_or_default()
+    };
+    assert!(outcome(flowing).starts_with("Succeeded"), "{done:?}");
+    let stuck_outcome = outcome(stuck);
+    assert!(stuck_outcome.starts_with("Retrying"), "{done:?}");
+    assert!(
+        stuck_outcome.contains("did not answer")
+            || stuck_outcome.contains("timed out")
+            || stuck_outcome.contains("imeout"),
+        "the reason is recorded: {stuck_outcome}"
+    );
+    let job = store.job(stuck).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Queued, 1), "{job:?}");
+}
+
 contract!(
+    a_github_that_never_answers_fails_the_call_and_other_jobs_flow,
     a_job_whose_worker_died_completes_on_another_after_the_lease,
     github_server_errors_and_rate_limits_are_retried_in_the_client,
     failing_jobs_back_off_exponentially_then_fail_with_the_error,

@@ -274,3 +274,33 @@ fn a_chart_dependency_elsewhere_in_the_repository_renders_without_touching_the_t
         "the dependency is staged in a scratch copy, not in the work tree"
     );
 }
+
+#[test]
+fn a_repository_cannot_raise_the_render_limits_and_is_told_so() {
+    let (repo, _) = repo_of("failing-root");
+    repo.write(
+        ".meshward.yaml",
+        "render:\n  timeout_seconds: 999999999\n  max_output_bytes: 99999999999\n",
+    );
+    let report = check_dir(&repo.path());
+    let over = with_rule(&report, "render/limit-above-ceiling");
+    assert_eq!(over.len(), 2, "{:#?}", report.findings);
+    assert_eq!((over[0].file.as_str(), over[0].line), (".meshward.yaml", 2));
+    assert!(
+        over[0].message.contains("ceiling of 60 s; 60 s is used"),
+        "{}",
+        over[0].message
+    );
+    assert_eq!(over[1].line, 3);
+    // A lower limit is honoured: a zero-second budget stops every render.
+    let (repo, _) = repo_of("podinfo-overlays");
+    repo.write(".meshward.yaml", "render:\n  timeout_seconds: 0\n");
+    let report = check_dir(&repo.path());
+    assert!(with_rule(&report, "render/limit-above-ceiling").is_empty());
+    assert_eq!(
+        with_rule(&report, "render/limit-exceeded").len(),
+        2,
+        "{:#?}",
+        report.findings
+    );
+}

@@ -58,6 +58,28 @@ pub struct GitHubConfig {
     pub max_tarball_bytes: usize,
     /// An installation token is replaced when it has less than this left.
     pub token_refresh_margin: Duration,
+    pub timeouts: Timeouts,
+}
+
+/// How long a GitHub call may take: a peer that stops answering fails the call (and
+/// the retries, then the job, go on) instead of holding a worker forever.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    /// Longest silence while waiting for or reading an answer.
+    pub read: Duration,
+    /// One attempt, answer body included (a tarball is the longest).
+    pub call: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            read: Duration::from_secs(30),
+            call: Duration::from_secs(300),
+        }
+    }
 }
 
 impl GitHubConfig {
@@ -68,6 +90,7 @@ impl GitHubConfig {
             retry: RetryPolicy::default(),
             max_tarball_bytes: 256 * 1024 * 1024,
             token_refresh_margin: Duration::from_secs(5 * 60),
+            timeouts: Timeouts::default(),
         }
     }
 }
@@ -139,6 +162,7 @@ struct Inner {
     retry: RetryPolicy,
     max_tarball_bytes: usize,
     token_refresh_margin: chrono::Duration,
+    call_timeout: Duration,
 }
 
 /// A GitHub connection. Cheap to clone.
@@ -160,9 +184,9 @@ const MAX_JSON_BYTES: usize = 16 * 1024 * 1024;
 
 impl GitHub {
     pub fn new(config: GitHubConfig, metrics: Metrics) -> Result<GitHub> {
-        let (crab, mode) = client(config.api_url.as_deref(), &config.auth)?;
+        let (crab, mode) = client(config.api_url.as_deref(), &config.auth, &config.timeouts)?;
         let graphql_crab = match graphql_root(config.api_url.as_deref()) {
-            Some(root) => Some(client(Some(&root), &config.auth)?.0),
+            Some(root) => Some(client(Some(&root), &config.auth, &config.timeouts)?.0),
             None => None,
         };
         Ok(GitHub {
@@ -177,6 +201,7 @@ impl GitHub {
                 max_tarball_bytes: config.max_tarball_bytes,
                 token_refresh_margin: chrono::Duration::from_std(config.token_refresh_margin)
                     .unwrap_or(chrono::Duration::minutes(5)),
+                call_timeout: config.timeouts.call,
             }),
         })
     }
@@ -319,7 +344,20 @@ impl GitHub {
                     body,
                 )
                 .context("building a GitHub request")?;
-            let response = match crab.execute(request).await {
+            let deadline = tokio::time::Instant::now() + self.inner.call_timeout;
+            let answer = tokio::time::timeout_at(deadline, crab.execute(request))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(octocrab::Error::Other {
+                        source: format!(
+                            "GitHub did not answer within {}s",
+                            self.inner.call_timeout.as_secs()
+                        )
+                        .into(),
+                        backtrace: std::backtrace::Backtrace::capture(),
+                    })
+                });
+            let response = match answer {
                 Ok(r) => r,
                 Err(e) => {
                     self.inner
@@ -349,7 +387,19 @@ impl GitHub {
             } else {
                 64 * 1024
             };
-            let collected = Limited::new(response.into_body(), limit).collect().await;
+            let collected = match tokio::time::timeout_at(
+                deadline,
+                Limited::new(response.into_body(), limit).collect(),
+            )
+            .await
+            {
+                Ok(c) => c,
+                Err(_) => Err(format!(
+                    "GitHub did not send the whole answer within {}s",
+                    self.inner.call_timeout.as_secs()
+                )
+                .into()),
+            };
             let bytes = match collected {
                 Ok(c) => c.to_bytes(),
                 Err(e) if status.is_success() => {
@@ -407,8 +457,15 @@ impl GitHub {
 }
 
 /// An octocrab client for an API root, authenticated as the config says.
-fn client(api_url: Option<&str>, auth: &GitHubAuth) -> Result<(Octocrab, Mode)> {
-    let mut builder = Octocrab::builder();
+fn client(
+    api_url: Option<&str>,
+    auth: &GitHubAuth,
+    timeouts: &Timeouts,
+) -> Result<(Octocrab, Mode)> {
+    let mut builder = Octocrab::builder()
+        .set_connect_timeout(Some(timeouts.connect))
+        .set_read_timeout(Some(timeouts.read))
+        .set_write_timeout(Some(timeouts.read));
     if let Some(url) = api_url {
         builder = builder
             .base_uri(url)

@@ -28,6 +28,7 @@ impl AppIdentity {
 #[derive(Debug, Deserialize)]
 struct Repository {
     id: i64,
+    #[serde(deserialize_with = "repo_name")]
     full_name: String,
     default_branch: Option<String>,
 }
@@ -51,8 +52,9 @@ struct AppRef {
 
 #[derive(Debug, Deserialize)]
 struct GitRef {
+    #[serde(deserialize_with = "sha")]
     sha: String,
-    #[serde(rename = "ref")]
+    #[serde(rename = "ref", deserialize_with = "ref_name")]
     name: String,
 }
 
@@ -87,6 +89,7 @@ struct PrRef {
 
 #[derive(Debug, Deserialize)]
 struct CheckSuite {
+    #[serde(deserialize_with = "sha")]
     head_sha: String,
     head_branch: Option<String>,
     #[serde(default)]
@@ -101,6 +104,7 @@ struct CheckSuiteLite {
 
 #[derive(Debug, Deserialize)]
 struct CheckRun {
+    #[serde(deserialize_with = "sha")]
     head_sha: String,
     #[serde(default)]
     pull_requests: Vec<PrRef>,
@@ -130,6 +134,7 @@ struct CheckSuiteEvent {
 struct PushEvent {
     #[serde(rename = "ref")]
     git_ref: String,
+    #[serde(deserialize_with = "sha")]
     after: String,
     #[serde(default)]
     deleted: bool,
@@ -141,6 +146,7 @@ struct PushEvent {
 #[derive(Debug, Deserialize)]
 struct RepoLite {
     id: i64,
+    #[serde(deserialize_with = "repo_name")]
     full_name: String,
 }
 
@@ -160,6 +166,62 @@ struct InstallationReposEvent {
     repositories_added: Vec<RepoLite>,
     #[serde(default)]
     repositories_removed: Vec<RepoLite>,
+}
+
+// What a payload names goes into API paths and onto disk: it is checked as it is
+// read, so a delivery that does not have GitHub's shapes is refused, not used.
+
+/// A commit id: 40 (SHA-1) or 64 (SHA-256) hex digits.
+fn sha<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if matches!(s.len(), 40 | 64) && s.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(s)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "{:?} is not a commit id",
+            s.chars().take(80).collect::<String>()
+        )))
+    }
+}
+
+/// `owner/name` as GitHub allows them: letters, digits, `-`, `_` and `.`, neither
+/// part `.` or `..`.
+fn repo_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    let part = |p: &str| {
+        !p.is_empty()
+            && p.len() <= 100
+            && p != "."
+            && p != ".."
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    match s.split_once('/') {
+        Some((owner, name)) if part(owner) && part(name) => Ok(s),
+        _ => Err(serde::de::Error::custom(format!(
+            "{:?} is not a repository name",
+            s.chars().take(80).collect::<String>()
+        ))),
+    }
+}
+
+/// A branch name as `git check-ref-format` allows it (the parts meshward relies on:
+/// no control characters, no `..`, none of ` ~^:?*[\`, no leading `-` or `/`).
+fn ref_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    let ok = !s.is_empty()
+        && s.len() <= 255
+        && !s.contains("..")
+        && !s.starts_with(['-', '/'])
+        && !s.chars().any(|c| c.is_control() || " ~^:?*[\\".contains(c));
+    if ok {
+        Ok(s)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "{:?} is not a branch name",
+            s.chars().take(80).collect::<String>()
+        )))
+    }
 }
 
 /// A delivery, understood.
@@ -486,14 +548,14 @@ mod tests {
 
     fn rerequested(event: &str, head_branch: &str, prs: serde_json::Value) -> Vec<u8> {
         let suite = serde_json::json!({
-            "head_sha": "abc123", "head_branch": head_branch,
+            "head_sha": "abc123abc123abc123abc123abc123abc123abc1", "head_branch": head_branch,
             "pull_requests": prs, "app": {"id": 1},
         });
         let body = if event == "check_suite" {
             serde_json::json!({"action": "rerequested", "check_suite": suite})
         } else {
             serde_json::json!({"action": "rerequested", "check_run": {
-                "head_sha": "abc123", "pull_requests": prs, "app": {"id": 1},
+                "head_sha": "abc123abc123abc123abc123abc123abc123abc1", "pull_requests": prs, "app": {"id": 1},
                 "check_suite": {"head_branch": head_branch},
             }})
         };
@@ -530,7 +592,7 @@ mod tests {
             );
             assert_eq!(
                 (j[0].head_sha.as_str(), j[0].installation_id),
-                ("abc123", Some(9))
+                ("abc123abc123abc123abc123abc123abc123abc1", Some(9))
             );
             // Named like the default branch: the worker decides, by where the
             // commit is, whether it is a baseline.
@@ -540,5 +602,38 @@ mod tests {
                 (JobKind::Check, None, Some("main"))
             );
         }
+    }
+
+    /// What a payload names reaches API paths and the disk: a forged one is refused.
+    #[test]
+    fn a_payload_with_a_path_for_a_sha_a_repo_or_a_branch_is_refused() {
+        let app = AppIdentity::default();
+        let good = rerequested("check_run", "patch-1", serde_json::json!([]));
+        assert!(interpret("check_run", &good, &app).is_ok());
+        let forge = |pointer: &str, value: &str| {
+            let mut body: serde_json::Value = serde_json::from_slice(&good).unwrap();
+            *body.pointer_mut(pointer).unwrap() = value.into();
+            serde_json::to_vec(&body).unwrap()
+        };
+        for (pointer, value) in [
+            ("/check_run/head_sha", "../../../../etc/passwd"),
+            ("/check_run/head_sha", "abc123"),
+            ("/repository/full_name", "acme/../../admin"),
+            ("/repository/full_name", "acme/gitops\nx"),
+        ] {
+            let err = interpret("check_run", &forge(pointer, value), &app)
+                .err()
+                .unwrap_or_else(|| panic!("{pointer} = {value:?} was accepted"));
+            assert!(err.to_string().contains("is not a"), "{err}");
+        }
+        let mut pr = serde_json::json!({
+            "action": "opened", "number": 3,
+            "pull_request": {"head": {"sha": "a".repeat(40), "ref": "feature"}, "base": {"sha": "b".repeat(40), "ref": "main\u{1b}[2J"}},
+            "repository": {"id": 5, "full_name": "acme/gitops"},
+            "sender": {"login": "octocat"}
+        });
+        assert!(interpret("pull_request", &serde_json::to_vec(&pr).unwrap(), &app).is_err());
+        pr["pull_request"]["base"]["ref"] = "main".into();
+        assert!(interpret("pull_request", &serde_json::to_vec(&pr).unwrap(), &app).is_ok());
     }
 }

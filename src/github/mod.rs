@@ -6,6 +6,8 @@ pub mod events;
 pub mod tarball;
 pub mod webhook;
 
-pub use client::{GitHub, GitHubAuth, GitHubConfig, GitHubError, RepoClient, RetryPolicy};
+pub use client::{
+    GitHub, GitHubAuth, GitHubConfig, GitHubError, RepoClient, RetryPolicy, Timeouts,
+};
 pub use events::{interpret, AppIdentity, Decision, Interpreted};
 pub use webhook::WebhookSecrets;
