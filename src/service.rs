@@ -397,6 +397,9 @@ pub fn serve_blocking(args: ServeArgs) -> Result<()> {
     })
 }
 
+/// meshward's temporary folders older than this are a dead process's, removed at start.
+pub const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
+
 /// How often retention looks for old PR runs.
 pub const RETENTION_EVERY: Duration = Duration::from_secs(3600);
 
@@ -462,6 +465,12 @@ pub async fn serve(config: ServiceConfig, store: Store, shutdown: CancellationTo
         store.migrate().await?;
     }
     let metrics = Metrics::new();
+    // Trees a killed process unpacked stay in the temp folder; an hour is longer than
+    // any job holds one.
+    let removed = crate::workspace::remove_stale_temp(STALE_TEMP_AGE);
+    if removed > 0 {
+        tracing::info!(removed, "removed temporary folders a previous process left");
+    }
     if config.secrets.is_empty() {
         tracing::warn!(
             "MESHWARD_WEBHOOK_SECRET is not set: every webhook delivery is refused (401)"

@@ -381,6 +381,33 @@ fn cat_blobs(toplevel: &Path, blobs: &[(String, String)]) -> Result<Vec<SourceFi
     Ok(files)
 }
 
+/// Every temporary folder meshward makes starts with this, so what a killed process
+/// left behind can be found and removed ([`remove_stale_temp`]).
+pub const TEMP_PREFIX: &str = "meshward-";
+
+/// Removes meshward's temporary folders older than `age` from the system's temp
+/// folder: a process killed with `kill -9` leaves its unpacked trees there. Returns
+/// how many were removed. Younger ones may belong to a live process and stay.
+pub fn remove_stale_temp(age: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .is_some_and(|d| d > age)
+        })
+        .filter(|e| std::fs::remove_dir_all(e.path()).is_ok())
+        .count()
+}
+
 /// The revision as a folder on disk: a `Dir` as it is, a git commit extracted into a
 /// temporary folder (entries that would land outside it are skipped by `tar`).
 pub fn materialize(source: &TreeSource) -> Result<crate::render::Materialized> {
@@ -392,7 +419,10 @@ pub fn materialize(source: &TreeSource) -> Result<crate::render::Materialized> {
             commit,
             prefix,
         } => {
-            let dir = tempfile::tempdir().context("creating a folder for the revision")?;
+            let dir = tempfile::Builder::new()
+                .prefix(TEMP_PREFIX)
+                .tempdir()
+                .context("creating a folder for the revision")?;
             let treeish = if prefix.is_empty() {
                 commit.clone()
             } else {
@@ -548,6 +578,25 @@ fn diff_dirs(base: &Path, head: &Path) -> std::collections::BTreeSet<String> {
 
 #[cfg(test)]
 mod tests {
+    /// What a killed process left is removed at the next start; a live one's is not.
+    #[test]
+    fn stale_temp_folders_are_removed_and_fresh_ones_kept() {
+        let tmp = std::env::temp_dir();
+        let stale = tmp.join(format!("{TEMP_PREFIX}stale-test-{}", std::process::id()));
+        let fresh = tmp.join(format!("{TEMP_PREFIX}fresh-test-{}", std::process::id()));
+        for d in [&stale, &fresh] {
+            std::fs::create_dir_all(d.join("tree")).expect("mkdir");
+        }
+        let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::open(&stale)
+            .and_then(|f| f.set_modified(two_hours_ago))
+            .expect("age the folder");
+        assert!(remove_stale_temp(std::time::Duration::from_secs(3600)) >= 1);
+        assert!(!stale.exists());
+        assert!(fresh.exists());
+        std::fs::remove_dir_all(&fresh).expect("clean up");
+    }
+
     use super::*;
 
     #[test]

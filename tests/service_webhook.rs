@@ -410,3 +410,32 @@ async fn end_to_end_pull_request_to_stored_findings(store: Store) {
         "{text}"
     );
 }
+
+/// A database that takes the connection but does not answer (here: a table another
+/// session holds locked): the webhook is a 503 within the deadline, not GitHub's own
+/// 10 s timeout, and the redelivery once it answers again is recorded.
+#[sqlx::test(migrations = false)]
+async fn a_database_that_does_not_answer_is_503_within_two_seconds(pool: sqlx::PgPool) {
+    let (app, store, _metrics) = app(Store::from_pg(pool.clone())).await;
+    let body = pr_event("opened", 7, &sha('b'), &sha('a'));
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE deliveries IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (status, text) = tokio::time::timeout(
+        std::time::Duration::from_secs(8),
+        post(&app, "pull_request", "d-slow", &body),
+    )
+    .await
+    .expect("the webhook answers although the database does not");
+    let took = started.elapsed();
+    assert_eq!(status, 503, "{text}");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    assert!(took >= meshward::server::WEBHOOK_DB_DEADLINE, "{took:?}");
+    blocker.rollback().await.unwrap();
+    let (status, text) = post(&app, "pull_request", "d-slow", &body).await;
+    assert_eq!(status, 202, "{text}");
+    assert_eq!(store.jobs().await.unwrap().len(), 1);
+}

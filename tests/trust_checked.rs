@@ -304,3 +304,32 @@ fn a_repository_cannot_raise_the_render_limits_and_is_told_so() {
         report.findings
     );
 }
+
+#[test]
+fn a_file_name_with_control_characters_cannot_forge_a_line_of_the_report() {
+    let repo = GitRepo::new();
+    let name = "apps/x\u{1b}[2J\nmeshward: PASS: 0 blocking.yaml";
+    repo.write(
+        name,
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: db\n  namespace: shop\nspec:\n  hosts: [db.internal]\n  resolution: NONE\n  endpoints:\n    - address: 10.0.0.1\n",
+    );
+    let report = check_dir(&repo.path());
+    assert!(
+        report.findings.iter().any(|f| f.file == name),
+        "the finding keeps the real name: {:#?}",
+        report.findings
+    );
+    let text = meshward::report::render(&report, meshward::report::Format::Text, false);
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("\\u{1b}[2J\\u{a}meshward: PASS"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("meshward: ")).count(),
+        1,
+        "{text}"
+    );
+    let md = meshward::report::render(&report, meshward::report::Format::Markdown, false);
+    assert!(!md.contains('\u{1b}'), "{md}");
+    for row in md.lines().filter(|l| l.starts_with("| ")) {
+        assert!(row.ends_with(" |"), "a row is whole: {row}");
+    }
+}

@@ -1049,7 +1049,10 @@ pub fn render_root(
             );
         }
     }
-    let Ok(scratch) = tempfile::tempdir() else {
+    let Ok(scratch) = tempfile::Builder::new()
+        .prefix(crate::workspace::TEMP_PREFIX)
+        .tempdir()
+    else {
         return fail(
             &mut findings,
             Problem::failed(&root.entry, "could not create a scratch folder"),

@@ -22,19 +22,34 @@ impl Links {
     fn location(&self, f: &Finding) -> String {
         let label = format!("{}:{}", f.file, f.line);
         match self {
-            Links::None => format!("`{label}`"),
+            Links::None => code(&label),
             Links::Blob {
                 base_url,
                 sha,
                 prefix,
             } => {
+                let label = cell(&label).replace('[', "\\[").replace(']', "\\]");
                 format!(
                     "[{label}]({base_url}/blob/{sha}/{prefix}{}#L{})",
-                    f.file, f.line
+                    url_path(&f.file),
+                    f.line
                 )
             }
         }
     }
+}
+
+/// A repository path in a link: what is not a plain path character percent-encoded.
+fn url_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn icon(s: Severity) -> &'static str {
@@ -45,9 +60,10 @@ fn icon(s: Severity) -> &'static str {
     }
 }
 
-/// Markdown table cells cannot hold `|` or newlines.
+/// Markdown table cells cannot hold `|` or newlines; control characters are shown
+/// escaped (a file name must not forge a row).
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    super::visible(&s.replace('\n', " ")).replace('|', "\\|")
 }
 
 fn table(out: &mut String, findings: &[&Finding], links: &Links) {
@@ -57,7 +73,7 @@ fn table(out: &mut String, findings: &[&Finding], links: &Links) {
         let resource = f
             .resource
             .as_ref()
-            .map(|r| format!("<br>`{}`", r.id()))
+            .map(|r| format!("<br>{}", code(&r.id())))
             .unwrap_or_default();
         let code = f
             .istio_code
@@ -66,9 +82,9 @@ fn table(out: &mut String, findings: &[&Finding], links: &Links) {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "| {} | `{}`{} | {}{} | {} |",
+            "| {} | {}{} | {}{} | {} |",
             icon(f.severity),
-            f.rule,
+            self::code(&f.rule),
             code,
             links.location(f),
             resource,
@@ -164,12 +180,14 @@ pub fn render(report: &Report, links: &Links) -> String {
         for f in &resolved {
             let _ = writeln!(
                 out,
-                "- `{}` {}: {}",
-                f.rule,
-                f.resource
-                    .as_ref()
-                    .map(|r| r.id())
-                    .unwrap_or_else(|| f.file.clone()),
+                "- {} {}: {}",
+                code(&f.rule),
+                cell(
+                    &f.resource
+                        .as_ref()
+                        .map(|r| r.id())
+                        .unwrap_or_else(|| f.file.clone())
+                ),
                 cell(&f.message)
             );
         }
@@ -192,7 +210,7 @@ pub fn render(report: &Report, links: &Links) -> String {
     }
     if !s.notes.is_empty() {
         for n in &s.notes {
-            let _ = writeln!(out, "> {n}");
+            let _ = writeln!(out, "> {}", cell(n));
         }
         out.push('\n');
     }
@@ -220,10 +238,9 @@ fn roots_section(out: &mut String, roots: &[super::RootOutcome]) {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "| {} | `{}:{}` | {}{reason} |",
+            "| {} | {} | {}{reason} |",
             cell(&r.root),
-            r.file,
-            r.line,
+            code(&format!("{}:{}", r.file, r.line)),
             r.outcome.as_str()
         );
     }

@@ -159,6 +159,23 @@ pub enum Format {
     Markdown,
 }
 
+/// Text from the repository (file names, messages quoting its values) as it may be
+/// shown: control characters as `\u{1b}` escapes, so a file name cannot move the
+/// cursor, recolour a terminal or forge a line of the report.
+pub fn visible(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| match c {
+                c if c.is_control() => c.escape_unicode().to_string(),
+                c => c.to_string(),
+            })
+            .collect(),
+    )
+}
+
 /// Renders a report in one of the CLI's formats.
 pub fn render(report: &Report, format: Format, color: bool) -> String {
     match format {

@@ -14,9 +14,9 @@ pub fn render(report: &Report, color: bool) -> String {
                 out.push('\n');
             }
             let header = if f.file.is_empty() {
-                "(no file)"
+                "(no file)".into()
             } else {
-                f.file.as_str()
+                super::visible(&f.file)
             };
             if color {
                 let _ = writeln!(out, "{}", header.bold());
@@ -42,7 +42,7 @@ pub fn render(report: &Report, color: bool) -> String {
         let resource = f
             .resource
             .as_ref()
-            .map(|r| format!(" {}:", r.id()))
+            .map(|r| format!(" {}:", super::visible(&r.id())))
             .unwrap_or_default();
         let code = f
             .istio_code
@@ -52,7 +52,14 @@ pub fn render(report: &Report, color: bool) -> String {
         let _ = writeln!(
             out,
             "  {}:{} {} {}{}{}{} {}",
-            f.file, f.line, sev, f.rule, code, status, resource, f.message
+            super::visible(&f.file),
+            f.line,
+            sev,
+            super::visible(&f.rule),
+            code,
+            status,
+            resource,
+            super::visible(&f.message)
         );
     }
     if !report.findings.is_empty() {
@@ -130,7 +137,7 @@ pub fn render(report: &Report, color: bool) -> String {
         }
     }
     for n in &s.notes {
-        let _ = writeln!(out, "  note: {n}");
+        let _ = writeln!(out, "  note: {}", super::visible(n));
     }
     if !s.roots.is_empty() {
         let _ = writeln!(out, "  render roots:");
@@ -143,8 +150,8 @@ pub fn render(report: &Report, color: bool) -> String {
             let _ = writeln!(
                 out,
                 "    {} ({}:{}): {}{reason}",
-                r.root,
-                r.file,
+                super::visible(&r.root),
+                super::visible(&r.file),
                 r.line,
                 r.outcome.as_str()
             );

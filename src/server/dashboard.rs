@@ -53,12 +53,42 @@ async fn security_headers(req: Request, next: Next) -> Response {
     resp
 }
 
-/// Only paths of this site: no `//host` or absolute URLs (no open redirect).
+/// Only paths of this site: no `//host` or absolute URLs (no open redirect). Browsers
+/// drop tabs and newlines from a URL and read `\\` as `/`, so `/<TAB>/evil` would be
+/// `//evil`: anything but visible ASCII is refused, as is a second `/` or `\\`.
 fn safe_next(next: &str) -> &str {
-    if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') {
+    let visible = next.bytes().all(|b| b.is_ascii_graphic() && b != b'\\');
+    if visible && next.starts_with('/') && !next.starts_with("//") {
         next
     } else {
         "/"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn the_login_redirect_stays_on_this_site() {
+        for ok in ["/", "/repos", "/repos/acme%2Fgitops?window=30d#top"] {
+            assert_eq!(safe_next(ok), ok);
+        }
+        for bad in [
+            "//evil.example.com",
+            "/\t/evil.example.com",
+            "/\n/evil.example.com",
+            "/\r\n/evil.example.com",
+            "/ /evil.example.com",
+            "/\\evil.example.com",
+            "\\\\evil.example.com",
+            "https://evil.example.com",
+            "evil.example.com",
+            "/\u{0}",
+            "/r\u{e9}pos",
+        ] {
+            assert_eq!(safe_next(bad), "/", "{bad:?}");
+        }
     }
 }
 

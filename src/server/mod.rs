@@ -77,6 +77,9 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// How long a webhook waits for the database before answering 503.
+pub const WEBHOOK_DB_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn readyz(State(state): State<AppState>) -> Response {
     match state.store.ready().await {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
@@ -210,11 +213,23 @@ async fn handle_webhook(
         outcome: outcome.to_string(),
     };
     let now = state.clock.now_ms();
-    match state
-        .store
-        .record_delivery(&record, &effect, state.max_attempts, now)
-        .await
-    {
+    // GitHub waits 10 s and then logs a timeout, not our answer: a database that does
+    // not answer in time is a 503 it can act on (redelivery). A delivery committed as
+    // the deadline passes is a duplicate when redelivered, so nothing is lost.
+    let recorded = tokio::time::timeout(
+        WEBHOOK_DB_DEADLINE,
+        state
+            .store
+            .record_delivery(&record, &effect, state.max_attempts, now),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(anyhow::anyhow!(
+            "the database did not answer within {}s",
+            WEBHOOK_DB_DEADLINE.as_secs()
+        ))
+    });
+    match recorded {
         Ok(DeliveryOutcome::Duplicate) => {
             tracing::info!("delivery seen before; nothing done");
             (
