@@ -160,3 +160,36 @@ fn symlinks_are_not_followed() {
     assert_eq!(links[0].file, "link.yaml");
     assert_rest_checked(&report);
 }
+
+/// A chart whose template allocates without bound dies at the memory limit, fast,
+/// and is said; the check (this process) goes on.
+#[test]
+fn a_chart_that_allocates_without_bound_is_stopped_and_said() {
+    assert!(
+        meshward::render::memory_limit(),
+        "tools run under an address-space limit on Linux"
+    );
+    let repo = GitRepo::new();
+    repo.write(
+        "charts/bomb/Chart.yaml",
+        "apiVersion: v2\nname: bomb\nversion: 0.1.0\n",
+    );
+    repo.write(
+        "charts/bomb/templates/bomb.yaml",
+        "{{- range until 200000000 }}\n# {{ . }}\n{{- end }}\n",
+    );
+    let started = std::time::Instant::now();
+    let report = check_dir(&repo.path());
+    let stopped = with_rule(&report, "render/limit-exceeded");
+    assert_eq!(stopped.len(), 1, "{:#?}", report.findings);
+    assert!(
+        stopped[0].message.contains("MiB of memory"),
+        "{}",
+        stopped[0].message
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(45),
+        "stopped by memory, not by the 60 s timer: {:?}",
+        started.elapsed()
+    );
+}

@@ -20,7 +20,7 @@ use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-pub use tools::{RenderLimits, Tools};
+pub use tools::{memory_limit, RenderLimits, Tools};
 
 /// `.meshward.yaml` `render:`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -1282,6 +1282,18 @@ pub fn render_root(
                     file: root.entry.clone(),
                     line: 0,
                     message: format!("rendering produced more than {max} bytes and was stopped; nothing it deploys was checked"),
+                },
+            )
+        }
+        Err(tools::RunError::OutOfMemory(max)) => {
+            return fail(
+                &mut findings,
+                Problem {
+                    rule: "render/limit-exceeded",
+                    severity: Severity::Error,
+                    file: root.entry.clone(),
+                    line: 0,
+                    message: format!("rendering needed more than {} MiB of memory and was stopped; nothing it deploys was checked. A template that loops without bound (`range until` a huge number) does this; so does a chart far larger than any real one", max / (1024 * 1024)),
                 },
             )
         }

@@ -11,6 +11,10 @@ use wait_timeout::ChildExt;
 pub struct RenderLimits {
     pub timeout: Duration,
     pub max_output_bytes: usize,
+    /// Address space of one tool run (`prlimit --as`): a template that allocates
+    /// without bound dies at it instead of taking the machine's memory. Go tools need
+    /// about 1 GiB of address space to start at all.
+    pub max_memory_bytes: u64,
 }
 
 impl Default for RenderLimits {
@@ -18,6 +22,7 @@ impl Default for RenderLimits {
         RenderLimits {
             timeout: Duration::from_secs(60),
             max_output_bytes: 32 * 1024 * 1024,
+            max_memory_bytes: 2 * 1024 * 1024 * 1024,
         }
     }
 }
@@ -88,11 +93,44 @@ pub enum RunError {
     Spawn(String),
     Timeout(Duration),
     OutputTooLarge(usize),
+    /// It ran out of its address space (`max_memory_bytes`).
+    OutOfMemory(u64),
     Failed(String),
 }
 
 const UNSHARE: &str = "/usr/bin/unshare";
 const ISOLATE: [&str; 4] = ["--user", "--map-root-user", "--net", "--"];
+
+/// Tools run under an address-space limit (`RLIMIT_AS`, set in the child before it
+/// execs): on Linux always.
+pub fn memory_limit() -> bool {
+    cfg!(target_os = "linux")
+}
+
+/// Limits the child's address space before it execs the tool (inherited through
+/// unshare's exec).
+#[cfg(target_os = "linux")]
+fn limit_memory(cmd: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    let limit = libc::rlimit {
+        rlim_cur: bytes as libc::rlim_t,
+        rlim_max: bytes as libc::rlim_t,
+    };
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // setrlimit, which is async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn limit_memory(_cmd: &mut Command, _bytes: u64) {}
 
 /// Whether tools can run in a network namespace of their own (util-linux
 /// `unshare`, user namespaces allowed): probed once. Where they cannot (a container
@@ -137,6 +175,7 @@ pub fn run(cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8
     } else {
         cmd
     };
+    limit_memory(&mut cmd, limits.max_memory_bytes);
     let blackhole = "http://127.0.0.1:9";
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -213,6 +252,18 @@ pub fn run(cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8
     }
     if !status.success() {
         let msg = String::from_utf8_lossy(&err).trim().to_string();
+        // Go's runtime says so when its allocation hits the address-space limit.
+        if memory_limit()
+            && [
+                "runtime: out of memory",
+                "failed to reserve",
+                "cannot allocate memory",
+            ]
+            .iter()
+            .any(|m| msg.contains(m))
+        {
+            return Err(RunError::OutOfMemory(limits.max_memory_bytes));
+        }
         return Err(RunError::Failed(if msg.is_empty() {
             format!("exited with {status}")
         } else {
