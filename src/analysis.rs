@@ -156,7 +156,7 @@ pub fn analyze(
     );
     let (mut base_parsed, mut base_model) = base_parsed.unzip();
     if let Some(changed) = &opts.changed_paths {
-        let before = base_parsed.as_ref().map(|p| p.stats.context);
+        let before = base_parsed.as_ref().map(Parsed::linked);
         render_context(
             (&head, &mut head_parsed),
             base.as_ref().zip(base_parsed.as_mut()),
@@ -164,7 +164,7 @@ pub fn analyze(
             &config,
             opts,
         );
-        if base_parsed.as_ref().map(|p| p.stats.context) != before {
+        if base_parsed.as_ref().map(Parsed::linked) != before {
             base_model = None;
         }
     }
@@ -517,16 +517,6 @@ fn apply_install_mesh(
     notes
 }
 
-/// What rendering did in one revision.
-#[derive(Debug, Default, Clone)]
-pub struct RenderStats {
-    pub roots: usize,
-    /// Roots that read a file the change touches (every root without a change).
-    pub rendered: usize,
-    /// Untouched roots rendered because the change's objects join with theirs.
-    pub context: usize,
-}
-
 fn render_note(roots: &[RootOutcome], selective: bool) -> Option<String> {
     let count = |status: RootStatus| roots.iter().filter(|r| r.outcome == status).count();
     let excluded = count(RootStatus::Excluded);
@@ -540,14 +530,13 @@ fn render_note(roots: &[RootOutcome], selective: bool) -> Option<String> {
     let mut note =
         format!("Rendered {rendered} of {planned} render roots (kustomize, Helm, app objects)");
     if selective && not_needed > 0 {
-        let touched = roots
-            .iter()
-            .filter(|r| r.reason.as_deref() == Some(TOUCHED))
-            .count();
-        let linked = roots
-            .iter()
-            .filter(|r| r.reason.as_deref() == Some(LINKED))
-            .count();
+        let selected = |why: &str| {
+            roots
+                .iter()
+                .filter(|r| r.why.as_deref() == Some(why))
+                .count()
+        };
+        let (touched, linked) = (selected(TOUCHED), selected(LINKED));
         let linked = if linked > 0 {
             format!(", {linked} more because they share a namespace with it or name one of its namespaces")
         } else {
@@ -581,12 +570,13 @@ fn root_outcomes(p: &Parsed) -> Vec<RootOutcome> {
     p.roots
         .iter()
         .zip(&p.outcomes)
-        .map(|(r, (outcome, reason))| RootOutcome {
+        .map(|(r, o)| RootOutcome {
             root: r.root.label(),
             file: r.root.entry.clone(),
             line: r.root.entry_line,
-            outcome: *outcome,
-            reason: reason.clone(),
+            outcome: o.status,
+            reason: o.problem.clone().or(o.why.map(str::to_string)),
+            why: o.why.map(str::to_string),
         })
         .chain(p.excluded.iter().map(|r| RootOutcome {
             root: r.label(),
@@ -594,58 +584,99 @@ fn root_outcomes(p: &Parsed) -> Vec<RootOutcome> {
             line: r.entry_line,
             outcome: RootStatus::Excluded,
             reason: Some("render.exclude in .meshward.yaml".to_string()),
+            why: None,
         }))
         .collect()
 }
 
-/// What became of a rendered root: the first render failure among its findings.
-fn outcome_of(r: &crate::render::Rendered, why: &str) -> (RootStatus, Option<String>) {
-    for f in &r.findings {
-        match f.rule.as_str() {
-            "render/refused" => return (RootStatus::Refused, Some(f.message.clone())),
-            "render/failed" | "render/tool-missing" | "render/limit-exceeded" => {
-                return (RootStatus::Failed, Some(f.message.clone()))
-            }
-            _ => {}
+/// What became of one root of a revision.
+#[derive(Debug, Clone)]
+struct Outcome {
+    status: RootStatus,
+    /// Why it was rendered ([`TOUCHED`], [`LINKED`], [`EVERY`]), failed or not;
+    /// None while no render needed it.
+    why: Option<&'static str>,
+    /// Why it did not render: the render failure's message.
+    problem: Option<String>,
+}
+
+impl Default for Outcome {
+    fn default() -> Self {
+        Outcome {
+            status: RootStatus::NotNeeded,
+            why: None,
+            problem: None,
         }
     }
-    (RootStatus::Rendered, Some(why.to_string()))
+}
+
+/// The outcome a render failure of this rule means, if it is one.
+fn failure_status(rule: &str) -> Option<RootStatus> {
+    match rule {
+        "render/refused" => Some(RootStatus::Refused),
+        "render/failed" | "render/tool-missing" | "render/limit-exceeded" => {
+            Some(RootStatus::Failed)
+        }
+        _ => None,
+    }
+}
+
+/// What became of a rendered root: the first render failure among its findings.
+fn outcome_of(r: &crate::render::Rendered, why: &'static str) -> Outcome {
+    let failure = r
+        .findings
+        .iter()
+        .find_map(|f| failure_status(&f.rule).map(|s| (s, f.message.clone())));
+    match failure {
+        Some((status, message)) => Outcome {
+            status,
+            why: Some(why),
+            problem: Some(message),
+        },
+        None => Outcome {
+            status: RootStatus::Rendered,
+            why: Some(why),
+            problem: None,
+        },
+    }
 }
 
 /// The failure findings of roots the change touches that did not render: they
-/// block, whatever base did.
+/// block, whatever base did. (A root rendered only because it joins with the
+/// change does not: the change did not touch it.)
 fn touched_failures(p: &Parsed) -> HashSet<(String, String, String)> {
     let entries: HashSet<&str> = p
         .roots
         .iter()
         .zip(&p.outcomes)
-        .filter(|(_, (outcome, reason))| outcome.unchecked() && reason.as_deref() != Some(LINKED))
+        .filter(|(_, o)| o.status.unchecked() && o.why != Some(LINKED))
         .map(|(r, _)| r.root.entry.as_str())
         .collect();
     p.loaded
         .findings
         .iter()
-        .filter(|f| {
-            matches!(
-                f.rule.as_str(),
-                "render/refused"
-                    | "render/failed"
-                    | "render/tool-missing"
-                    | "render/limit-exceeded"
-            ) && entries.contains(f.file.as_str())
-        })
+        .filter(|f| failure_status(&f.rule).is_some() && entries.contains(f.file.as_str()))
         .map(Finding::identity)
         .collect()
+}
+
+impl Parsed {
+    /// Roots rendered because the change's objects join with theirs.
+    fn linked(&self) -> usize {
+        self.outcomes
+            .iter()
+            .filter(|o| o.why == Some(LINKED))
+            .count()
+    }
 }
 
 /// A revision's manifests, with the roots rendered so far.
 struct Parsed {
     loaded: manifest::Loaded,
-    stats: RenderStats,
     roots: Vec<crate::render::PlannedRoot>,
     rendered: Vec<bool>,
-    /// What became of each root: `NotNeeded` until it is rendered.
-    outcomes: Vec<(RootStatus, Option<String>)>,
+    /// What became of each root: not needed until it is rendered.
+    outcomes: Vec<Outcome>,
     /// Roots `render.exclude` leaves out.
     excluded: Vec<crate::render::roots::Root>,
     /// The revision on disk, once a render needed it (or why it is not there).
@@ -733,13 +764,8 @@ fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed
         })
         .collect();
     let mut parsed = Parsed {
-        stats: RenderStats {
-            roots: plan.roots.len(),
-            rendered: rendered.iter().filter(|r| **r).count(),
-            context: 0,
-        },
         loaded,
-        outcomes: vec![(RootStatus::NotNeeded, None); plan.roots.len()],
+        outcomes: vec![Outcome::default(); plan.roots.len()],
         excluded: plan.excluded,
         roots: plan.roots,
         rendered,
@@ -926,7 +952,6 @@ fn render_context(
     };
     let add = |p: &mut Parsed, i: usize, r: crate::render::Rendered| {
         p.rendered[i] = true;
-        p.stats.context += 1;
         p.outcomes[i] = outcome_of(&r, LINKED);
         p.loaded.resources.extend(r.resources);
         p.loaded.findings.extend(r.findings);

@@ -139,6 +139,31 @@ fn a_touched_root_that_does_not_render_blocks_and_an_untouched_one_is_listed() {
     assert!(note.starts_with("Rendered 0 of 1 render roots"), "{note}");
     assert!(note.contains("1 did not render"), "{note}");
 
+    // A change that only joins with the failing root (it deploys into its namespace)
+    // renders it as context: its failure is said, but the change did not touch it.
+    repo.write(
+        "apps/shop-config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop-settings\n  namespace: shop\ndata:\n  mode: fast\n",
+    );
+    let joined = repo.commit("a config map in the shop namespace");
+    let report = check_change(&repo, &head, &joined);
+    assert_eq!(
+        report.summary.roots[0].outcome,
+        RootStatus::Failed,
+        "{:#?}",
+        report.summary.roots
+    );
+    assert!(with_rule(&report, "render/failed")
+        .iter()
+        .all(|f| !f.unchecked));
+    assert_eq!(
+        report.summary.verdict,
+        Verdict::Pass,
+        "{:#?}",
+        report.findings
+    );
+    let head = joined;
+
     // A change elsewhere does not need the root: it passes, and the root is listed.
     repo.write(
         "apps/web/web.yaml",

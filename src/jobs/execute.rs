@@ -383,7 +383,7 @@ async fn check(
 async fn fetch_tree(client: &RepoClient, sha: &str) -> Result<TempDir> {
     let bytes = client.tarball(sha).await?;
     let dir = tempfile::Builder::new()
-        .prefix("meshward-tree-")
+        .prefix(&format!("{}tree-", crate::workspace::TEMP_PREFIX))
         .tempdir()
         .context("creating a temporary folder")?;
     let path = dir.path().to_path_buf();

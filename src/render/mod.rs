@@ -84,6 +84,16 @@ impl Problem {
             message: message.to_string(),
         }
     }
+    /// A render stopped at one of meshward's limits (time, output, memory).
+    pub fn limit(file: &str, message: String) -> Problem {
+        Problem {
+            rule: "render/limit-exceeded",
+            severity: Severity::Error,
+            file: file.to_string(),
+            line: 0,
+            message,
+        }
+    }
     pub fn at(self, line: u32) -> Problem {
         Problem { line, ..self }
     }
@@ -1262,40 +1272,13 @@ pub fn render_root(
     let output = match tools::run(cmd, scratch.path(), limits) {
         Ok(o) => o,
         Err(tools::RunError::Timeout(t)) => {
-            return fail(
-                &mut findings,
-                Problem {
-                    rule: "render/limit-exceeded",
-                    severity: Severity::Error,
-                    file: root.entry.clone(),
-                    line: 0,
-                    message: format!("rendering took longer than {}s and was stopped; nothing it deploys was checked", t.as_secs()),
-                },
-            )
+            return fail(&mut findings, Problem::limit(&root.entry, format!("rendering took longer than {}s and was stopped; nothing it deploys was checked", t.as_secs())))
         }
         Err(tools::RunError::OutputTooLarge(max)) => {
-            return fail(
-                &mut findings,
-                Problem {
-                    rule: "render/limit-exceeded",
-                    severity: Severity::Error,
-                    file: root.entry.clone(),
-                    line: 0,
-                    message: format!("rendering produced more than {max} bytes and was stopped; nothing it deploys was checked"),
-                },
-            )
+            return fail(&mut findings, Problem::limit(&root.entry, format!("rendering produced more than {max} bytes and was stopped; nothing it deploys was checked")))
         }
         Err(tools::RunError::OutOfMemory(max)) => {
-            return fail(
-                &mut findings,
-                Problem {
-                    rule: "render/limit-exceeded",
-                    severity: Severity::Error,
-                    file: root.entry.clone(),
-                    line: 0,
-                    message: format!("rendering needed more than {} MiB of memory and was stopped; nothing it deploys was checked. A template that loops without bound (`range until` a huge number) does this; so does a chart far larger than any real one", max / (1024 * 1024)),
-                },
-            )
+            return fail(&mut findings, Problem::limit(&root.entry, format!("rendering needed more than {} MiB of memory and was stopped; nothing it deploys was checked. A template that loops without bound (`range until` a huge number) does this; so does a chart far larger than any real one", max / (1024 * 1024))))
         }
         Err(tools::RunError::Spawn(e)) => return fail(&mut findings, Problem::failed(&root.entry, &format!("could not run the render tool: {e}"))),
         Err(tools::RunError::Failed(msg)) => {

@@ -11,7 +11,7 @@ use wait_timeout::ChildExt;
 pub struct RenderLimits {
     pub timeout: Duration,
     pub max_output_bytes: usize,
-    /// Address space of one tool run (`prlimit --as`): a template that allocates
+    /// Address space of one tool run (`RLIMIT_AS`): a template that allocates
     /// without bound dies at it instead of taking the machine's memory. Go tools need
     /// about 1 GiB of address space to start at all.
     pub max_memory_bytes: u64,

@@ -121,6 +121,10 @@ pub struct RootOutcome {
     /// Why it was rendered, or what went wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why a render was needed (`reads a file this change touches`, …), whether or
+    /// not it succeeded; the counts of the render note come from it.
+    #[serde(skip)]
+    pub why: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

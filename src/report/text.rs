@@ -145,7 +145,7 @@ pub fn render(report: &Report, color: bool) -> String {
             let reason = r
                 .reason
                 .as_deref()
-                .map(|w| format!(": {w}"))
+                .map(|w| format!(": {}", super::visible(w)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
