@@ -6,7 +6,7 @@ use crate::evidence::Evidence;
 use crate::finding::{sort_findings, FailOn, Finding, Severity, Status};
 use crate::manifest::{self, input_finding, Limits, Resource, SourceFile};
 use crate::model::{self, coverage, Model};
-use crate::policy::{self, Policies, PolicySource, RawFinding};
+use crate::policy::{self, Policies, PolicyLimits, PolicySource, RawFinding};
 use crate::report::{
     CoverageReport, Report, RevisionSummary, RootOutcome, RootStatus, Summary, Suppressed, Verdict,
 };
@@ -47,6 +47,8 @@ pub struct Options {
     /// The server's (or CLI's) render limits: ceilings a repository's
     /// `render.timeout_seconds` / `render.max_output_bytes` may lower, never raise.
     pub render_limits: crate::render::RenderLimits,
+    /// The same for evaluating policies (`policy.timeout_seconds`, `policy.max_memory_mib`).
+    pub policy_limits: PolicyLimits,
 }
 
 impl Options {
@@ -63,6 +65,7 @@ impl Options {
             today,
             limits: Limits::default(),
             render_limits: crate::render::RenderLimits::default(),
+            policy_limits: PolicyLimits::default(),
         }
     }
 }
@@ -205,6 +208,7 @@ pub fn analyze(
         "parsed and modelled"
     );
 
+    let limits = policy_limits(&config, &opts.policy_limits);
     let evaluate =
         |loaded: (manifest::Loaded, Model), own: Option<&regorus::Value>, label: &str| {
             evaluate_revision(
@@ -212,7 +216,7 @@ pub fn analyze(
                 own,
                 base_value.as_ref(),
                 label,
-                &policies,
+                (&policies, &limits),
                 &config,
                 evidence.as_ref(),
             )
@@ -249,7 +253,11 @@ pub fn analyze(
             p.message.clone(),
         ));
     }
-    findings.extend(limits_above_ceiling(&config, &opts.render_limits));
+    findings.extend(limits_above_ceiling(
+        &config,
+        &opts.render_limits,
+        &opts.policy_limits,
+    ));
     // What could not be checked cannot pass, whether or not base failed alike: a
     // policy that did not run, a root this change touches that did not render.
     let edited = |file: &str| match &base {
@@ -875,39 +883,66 @@ fn render_limits(
     limits
 }
 
-/// `render.*` limits the repository sets above the ceiling: said, on their line.
+/// The repository's policy limits under the ceilings: lowered where it asks, never
+/// raised.
+fn policy_limits(config: &RepoConfig, ceiling: &PolicyLimits) -> PolicyLimits {
+    let mut limits = ceiling.clone();
+    if let Some(t) = config.policy.timeout_seconds {
+        limits.timeout = limits.timeout.min(std::time::Duration::from_secs(t));
+    }
+    if let Some(m) = config.policy.max_memory_mib {
+        limits.max_memory_bytes = limits.max_memory_bytes.min(m.saturating_mul(1024 * 1024));
+    }
+    limits
+}
+
+/// Limits the repository sets above the server's ceilings (`render.*`, `policy.*`):
+/// said, on their line.
 fn limits_above_ceiling(
     config: &RepoConfig,
-    ceiling: &crate::render::RenderLimits,
+    render: &crate::render::RenderLimits,
+    policy: &PolicyLimits,
 ) -> Vec<Finding> {
+    const MIB: u64 = 1024 * 1024;
     let over = [
         (
-            "timeout_seconds",
-            config
-                .render
-                .timeout_seconds
-                .filter(|t| *t > ceiling.timeout.as_secs()),
-            format!("{} s", ceiling.timeout.as_secs()),
+            "render/limit-above-ceiling",
+            "render.timeout_seconds",
+            config.render.timeout_seconds,
+            render.timeout.as_secs(),
+            "s",
         ),
         (
-            "max_output_bytes",
-            config
-                .render
-                .max_output_bytes
-                .filter(|m| *m > ceiling.max_output_bytes)
-                .map(|m| m as u64),
-            format!("{} bytes", ceiling.max_output_bytes),
+            "render/limit-above-ceiling",
+            "render.max_output_bytes",
+            config.render.max_output_bytes.map(|m| m as u64),
+            render.max_output_bytes as u64,
+            "bytes",
+        ),
+        (
+            "policy/limit-above-ceiling",
+            "policy.timeout_seconds",
+            config.policy.timeout_seconds,
+            policy.timeout.as_secs(),
+            "s",
+        ),
+        (
+            "policy/limit-above-ceiling",
+            "policy.max_memory_mib",
+            config.policy.max_memory_mib,
+            policy.max_memory_bytes / MIB,
+            "MiB",
         ),
     ];
     over.into_iter()
-        .filter_map(|(key, value, ceiling)| {
-            let value = value?;
+        .filter_map(|(rule, key, value, ceiling, unit)| {
+            let value = value.filter(|v| *v > ceiling)?;
             Some(input_finding(
-                "render/limit-above-ceiling",
+                rule,
                 Severity::Warning,
                 CONFIG_FILE,
-                config.render_lines.get(key).copied().unwrap_or(1),
-                format!("render.{key} is {value}, above this server's ceiling of {ceiling}; {ceiling} is used. A repository's config may lower meshward's limits, never raise them: lower the value (or remove it), or ask the server's operator to raise the ceiling."),
+                config.limit_lines.get(key).copied().unwrap_or(1),
+                format!("{key} is {value}, above this server's ceiling of {ceiling} {unit}; {ceiling} {unit} is used. A repository's config may lower meshward's limits, never raise them: lower the value (or remove it), or ask the server's operator to raise the ceiling."),
             ))
         })
         .collect()
@@ -993,7 +1028,7 @@ fn evaluate_revision(
     own: Option<&regorus::Value>,
     base: Option<&regorus::Value>,
     label: &str,
-    policies: &Policies,
+    (policies, limits): (&Policies, &PolicyLimits),
     config: &RepoConfig,
     evidence: Option<&Evidence>,
 ) -> Evaluated {
@@ -1005,7 +1040,7 @@ fn evaluate_revision(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "policy input built"
     );
-    let (raw, problems) = policies.evaluate(input);
+    let (raw, problems) = policies.evaluate(input, limits);
     tracing::debug!(
         revision = label,
         elapsed_ms = started.elapsed().as_millis() as u64,

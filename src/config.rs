@@ -85,6 +85,9 @@ pub struct RepoConfig {
     /// Render roots to add, override or exclude, and render limits.
     #[serde(default)]
     pub render: crate::render::RenderConfig,
+    /// Limits on evaluating policies, below the server's.
+    #[serde(default)]
+    pub policy: PolicyConfig,
     /// Where telemetry evidence for the mTLS rules comes from.
     #[serde(default)]
     pub evidence: EvidenceConfig,
@@ -97,14 +100,26 @@ pub struct RepoConfig {
     /// Line of each `rules:` entry.
     #[serde(skip)]
     pub rule_lines: BTreeMap<String, u32>,
-    /// Lines of `render.timeout_seconds` and `render.max_output_bytes`, to point at
-    /// when the server's ceiling wins over them.
+    /// Lines of the limits (`render.timeout_seconds`, `policy.max_memory_mib`, ...),
+    /// to point at when the server's ceiling wins over them.
     #[serde(skip)]
-    pub render_lines: BTreeMap<String, u32>,
+    pub limit_lines: BTreeMap<String, u32>,
     /// The keys of `mesh:` the file sets: the others may come from the repository's
     /// IstioOperator files (see `manifest::install`).
     #[serde(skip)]
     pub mesh_keys: Vec<String>,
+}
+
+/// `policy:` of the config file: limits a repository may lower, never raise.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Per package and revision.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    /// Of the process that evaluates the repository's own policies.
+    #[serde(default)]
+    pub max_memory_mib: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -512,10 +527,16 @@ impl RepoConfig {
                 .rule_lines
                 .insert(rule.clone(), line_of(serde_json::json!(["rules", rule])));
         }
-        for key in ["timeout_seconds", "max_output_bytes"] {
-            config
-                .render_lines
-                .insert(key.to_string(), line_of(serde_json::json!(["render", key])));
+        for (section, key) in [
+            ("render", "timeout_seconds"),
+            ("render", "max_output_bytes"),
+            ("policy", "timeout_seconds"),
+            ("policy", "max_memory_mib"),
+        ] {
+            config.limit_lines.insert(
+                format!("{section}.{key}"),
+                line_of(serde_json::json!([section, key])),
+            );
         }
         Ok(config)
     }

@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod changes;
+pub mod child;
 pub mod config;
 pub mod dashboard;
 pub mod evidence;
@@ -111,6 +112,7 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         today: req.today,
         limits: manifest::Limits::default(),
         render_limits: render::RenderLimits::default(),
+        policy_limits: policy::PolicyLimits::default(),
     };
     let mut report = analysis::analyze(
         base.as_ref().map(|(tree, label)| Revision {

@@ -73,6 +73,10 @@ enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// Evaluates a repository's own policies for a parent meshward, in a process of
+    /// their own (request on stdin, one answer line per package on stdout).
+    #[command(hide = true)]
+    PolicyWorker,
 }
 
 #[derive(Subcommand)]
@@ -234,6 +238,13 @@ fn run(cli: Cli) -> ExitCode {
             }
             Err(e) => {
                 eprintln!("meshward: error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+        Command::PolicyWorker => match meshward::policy::serve_worker() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("meshward: policy worker: {e:#}");
                 ExitCode::from(2)
             }
         },

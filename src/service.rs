@@ -190,9 +190,25 @@ pub struct ServeArgs {
     /// Seconds in-flight jobs may take after SIGTERM before they are given back.
     #[arg(long, env = "MESHWARD_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     pub shutdown_grace_secs: u64,
+    /// Seconds a job may spend downloading and unpacking its commits.
+    #[arg(long, env = "MESHWARD_JOB_FETCH_SECS", default_value_t = 600)]
+    pub job_fetch_secs: u64,
+    /// Seconds a job may spend checking (rendering and evaluating) its commits.
+    #[arg(long, env = "MESHWARD_JOB_CHECK_SECS", default_value_t = 900)]
+    pub job_check_secs: u64,
+    /// Seconds a job may spend storing and publishing its result.
+    #[arg(long, env = "MESHWARD_JOB_PUBLISH_SECS", default_value_t = 300)]
+    pub job_publish_secs: u64,
     /// Largest webhook body accepted, in bytes.
     #[arg(long, env = "MESHWARD_MAX_BODY_BYTES", default_value_t = 25 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Seconds a client has to send a request's headers, and a kept-alive connection
+    /// may sit idle.
+    #[arg(long, env = "MESHWARD_HTTP_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub http_header_timeout_secs: u64,
+    /// Seconds one HTTP request may take, body and answer included (then 408).
+    #[arg(long, env = "MESHWARD_HTTP_REQUEST_TIMEOUT_SECS", default_value_t = 60)]
+    pub http_request_timeout_secs: u64,
     /// Do not apply migrations at start (run `meshward migrate` separately).
     #[arg(long, env = "MESHWARD_SKIP_MIGRATIONS")]
     pub skip_migrations: bool,
@@ -251,6 +267,7 @@ pub struct ServiceConfig {
     pub public_url: Option<String>,
     pub queue: QueueConfig,
     pub max_body_bytes: usize,
+    pub listen_limits: crate::server::listen::ListenLimits,
     pub skip_migrations: bool,
     /// Where check jobs gather zero-plaintext evidence.
     pub evidence: Arc<PrometheusSource>,
@@ -342,9 +359,19 @@ impl ServeArgs {
                 poll_interval: Duration::from_millis(self.poll_ms.max(10)),
                 backoff_base: Duration::from_secs(self.backoff_secs),
                 shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+                phases: crate::jobs::PhaseDeadlines {
+                    fetch: Duration::from_secs(self.job_fetch_secs.max(1)),
+                    check: Duration::from_secs(self.job_check_secs.max(1)),
+                    publish: Duration::from_secs(self.job_publish_secs.max(1)),
+                },
                 ..QueueConfig::default()
             },
             max_body_bytes: self.max_body_bytes,
+            listen_limits: crate::server::listen::ListenLimits {
+                header_read: Duration::from_secs(self.http_header_timeout_secs.max(1)),
+                request: Duration::from_secs(self.http_request_timeout_secs.max(1)),
+                ..Default::default()
+            },
             skip_migrations: self.skip_migrations,
             evidence,
             api: crate::server::ApiConfig {
@@ -532,11 +559,14 @@ pub async fn serve(config: ServiceConfig, store: Store, shutdown: CancellationTo
     tracing::info!(%addr, workers = config.queue.workers, backend = ?store.backend(), "meshward serve listening");
     // Tests and scripts read the bound address (useful with port 0).
     println!("listening on {addr}");
-    let http_shutdown = shutdown.clone();
-    axum::serve(listener, server::router(state))
-        .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
-        .await
-        .context("HTTP server")?;
+    server::listen::serve(
+        listener,
+        server::router(state),
+        config.listen_limits,
+        shutdown.clone(),
+    )
+    .await
+    .context("HTTP server")?;
     if let Some(mut set) = workers {
         while set.join_next().await.is_some() {}
     }

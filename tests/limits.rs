@@ -193,3 +193,85 @@ fn a_chart_that_allocates_without_bound_is_stopped_and_said() {
         started.elapsed()
     );
 }
+
+/// A repository policy that allocates without bound, and one that loops: each is a
+/// `policy/error` on its own file, the other policies still report, and meshward
+/// itself stays small (the allocation happens in its policy worker, under the
+/// repository's lowered memory limit).
+#[test]
+fn a_policy_that_allocates_or_loops_without_bound_is_stopped_and_said() {
+    let repo = GitRepo::new();
+    repo.write("good.yaml", BAD_SE);
+    repo.write(
+        ".meshward.yaml",
+        "policy:\n  max_memory_mib: 512\n  timeout_seconds: 2\n",
+    );
+    let finding = "{\"rule\": \"acme/RULE\", \"severity\": \"warning\", \"resource\": null, \"message\": \"RULE ran\"}";
+    repo.write(
+        ".meshward/policies/bomb.rego",
+        &format!("package acme.bomb\n\nimport rego.v1\n\nfindings contains f if {{\n  xs := numbers.range(1, 2000000000)\n  count(xs) > 0\n  f := {}\n}}\n", finding.replace("RULE", "bomb")),
+    );
+    repo.write(
+        ".meshward/policies/loop.rego",
+        &format!("package acme.loop\n\nimport rego.v1\n\nfindings contains f if {{\n  n := count([x | some x in numbers.range(1, 20000); some y in numbers.range(1, 20000); x == y + 20001])\n  n >= 0\n  f := {}\n}}\n", finding.replace("RULE", "loop")),
+    );
+    repo.write(
+        ".meshward/policies/zz_fine.rego",
+        &format!(
+            "package acme.fine\n\nimport rego.v1\n\nfindings contains f if {{\n  f := {}\n}}\n",
+            finding.replace("RULE", "fine")
+        ),
+    );
+    let out = repo.path().join("report.json");
+    // Reaped by wait4 below, which std does not know of.
+    #[allow(clippy::zombie_processes)]
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_meshward"))
+        .arg("check")
+        .arg(repo.path())
+        .args(["--format", "json", "--output"])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("meshward starts");
+    // wait4: the exit status and the peak RSS of meshward and the workers it reaped.
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, writing into locals of the right types.
+    let waited = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(waited, child.id() as i32);
+    assert!(libc::WIFEXITED(status), "meshward survives: {status}");
+    assert_eq!(libc::WEXITSTATUS(status), 1, "policy errors fail the check");
+    let peak_mib = usage.ru_maxrss / 1024;
+    assert!(peak_mib < 1024, "peak RSS {peak_mib} MiB");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("report written")).expect("json");
+    let findings = report["findings"].as_array().expect("findings");
+    let of = |rule: &str| -> Vec<&serde_json::Value> {
+        findings.iter().filter(|f| f["rule"] == rule).collect()
+    };
+    let errors = of("policy/error");
+    let on = |file: &str| {
+        errors
+            .iter()
+            .find(|f| f["file"] == file)
+            .and_then(|f| f["message"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let bomb = on(".meshward/policies/bomb.rego");
+    assert!(
+        bomb.contains("policy memory limit of 512 MiB"),
+        "{errors:#?}"
+    );
+    let looped = on(".meshward/policies/loop.rego");
+    assert!(looped.contains("did not run"), "{errors:#?}");
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert_eq!(of("acme/fine").len(), 1, "the other policies still report");
+    assert_eq!(
+        of("serviceentry/none-with-endpoints").len(),
+        1,
+        "the built-in ones too"
+    );
+}

@@ -425,7 +425,140 @@ async fn a_github_that_never_answers_fails_the_call_and_other_jobs_flow(store: S
     assert_eq!((job.state, job.attempts), (JobState::Queued, 1), "{job:?}");
 }
 
+/// A phase past its deadline (here: fetching, while GitHub trickles along inside
+/// its own timeouts) fails the attempt with the phase named, and the job is retried.
+async fn a_phase_past_its_deadline_fails_the_attempt_with_the_phase_named(store: Store) {
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    fake.delay(&format!("/tarball/{head}"), Duration::from_secs(3600));
+    let store = migrated(store).await;
+    let id = store
+        .enqueue(&check_job(7, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let metrics = Metrics::new();
+    let clock = Clock::manual(0);
+    let mut config = queue_config();
+    config.phases.fetch = Duration::from_secs(1);
+    let w = Worker::new(
+        store.clone(),
+        Some(app_github(&fake, &metrics)),
+        metrics.clone(),
+        config,
+        clock.clone(),
+    );
+    let (_, processed) = tokio::time::timeout(Duration::from_secs(60), w.run_once())
+        .await
+        .expect("the phase deadline stops the attempt")
+        .unwrap()
+        .expect("a job was due");
+    let Processed::Retrying { error } = processed else {
+        panic!("{processed:?}");
+    };
+    assert!(
+        error.contains(
+            "fetching the commits took longer than its deadline of 1 s (MESHWARD_JOB_FETCH_SECS)"
+        ),
+        "{error}"
+    );
+    let job = store.job(id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Queued, 1), "{job:?}");
+    assert!(job.last_error.unwrap_or_default().contains("deadline"));
+}
+
+/// The database goes away while a job runs (a proxy the test controls drops every
+/// connection): the job is not left `running` for its whole lease, but given back as
+/// soon as the database answers again, and then completes.
+#[sqlx::test(migrations = false)]
+async fn a_job_whose_database_went_away_is_given_back_when_it_returns(
+    _: sqlx::postgres::PgPoolOptions,
+    connect: sqlx::postgres::PgConnectOptions,
+) {
+    use std::net::ToSocketAddrs;
+    let database = (connect.get_host(), connect.get_port())
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .expect("the test database is reached over TCP");
+    let proxy = service_support::proxy::Proxy::start(database).await;
+    let url = format!(
+        "postgres://{}@127.0.0.1:{}/{}",
+        connect.get_username(),
+        proxy.port(),
+        connect
+            .get_database()
+            .expect("a database of the test's own")
+    );
+    let store = migrated(Store::connect(&url).await.expect("through the proxy")).await;
+    let fake = FakeGitHub::start().await;
+    let (base, head) = gitops_repo(&fake);
+    fake.delay(&format!("/tarball/{head}"), Duration::from_secs(2));
+    let id = store
+        .enqueue(&check_job(7, &base, &head), 3, 0)
+        .await
+        .unwrap()
+        .id();
+    let metrics = Metrics::new();
+    let clock = Clock::manual(0);
+    let mut config = queue_config();
+    config.lease = Duration::from_secs(300);
+    let w = Worker::new(
+        store.clone(),
+        Some(app_github(&fake, &metrics)),
+        metrics.clone(),
+        config,
+        clock.clone(),
+    );
+    let started = std::time::Instant::now();
+    let running = tokio::spawn({
+        let w = w.clone();
+        async move { w.run_once().await }
+    });
+    // Mid-job: the tarball is on its way when the database goes.
+    wait_until(Duration::from_secs(30), || {
+        !fake.calls_to("/tarball/").is_empty()
+    })
+    .await;
+    proxy.cut();
+    // Back once the worker has found it gone and tried again.
+    wait_until(Duration::from_secs(60), || proxy.refused() >= 2).await;
+    proxy.restore();
+    let (_, processed) = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the worker gives the job back once the database answers")
+        .unwrap()
+        .unwrap()
+        .expect("a job was due");
+    assert_eq!(processed, Processed::Released);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "not held for its 300 s lease: {:?}",
+        started.elapsed()
+    );
+    let job = store.job(id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Queued, 0), "{job:?}");
+    let done = w.run_until_idle().await.unwrap();
+    assert!(
+        matches!(done.as_slice(), [(_, Processed::Succeeded { .. })]),
+        "{done:?}"
+    );
+}
+
+/// Polls `cond` until it holds (the test fails after `limit`).
+async fn wait_until(limit: Duration, cond: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + limit;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < until,
+            "condition not reached in {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 contract!(
+    a_phase_past_its_deadline_fails_the_attempt_with_the_phase_named,
     a_github_that_never_answers_fails_the_call_and_other_jobs_flow,
     a_job_whose_worker_died_completes_on_another_after_the_lease,
     github_server_errors_and_rate_limits_are_retried_in_the_client,

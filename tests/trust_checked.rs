@@ -305,9 +305,19 @@ fn a_repository_cannot_raise_the_render_limits_and_is_told_so() {
     let (repo, _) = repo_of("failing-root");
     repo.write(
         ".meshward.yaml",
-        "render:\n  timeout_seconds: 999999999\n  max_output_bytes: 99999999999\n",
+        "render:\n  timeout_seconds: 999999999\n  max_output_bytes: 99999999999\npolicy:\n  timeout_seconds: 86400\n  max_memory_mib: 65536\n",
     );
     let report = check_dir(&repo.path());
+    let policy = with_rule(&report, "policy/limit-above-ceiling");
+    assert_eq!(policy.len(), 2, "{:#?}", report.findings);
+    assert_eq!((policy[0].line, policy[1].line), (5, 6));
+    assert!(
+        policy[1]
+            .message
+            .contains("policy.max_memory_mib is 65536, above this server's ceiling of 3072 MiB"),
+        "{}",
+        policy[1].message
+    );
     let over = with_rule(&report, "render/limit-above-ceiling");
     assert_eq!(over.len(), 2, "{:#?}", report.findings);
     assert_eq!((over[0].file.as_str(), over[0].line), (".meshward.yaml", 2));

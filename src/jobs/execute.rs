@@ -1,7 +1,7 @@
 //! Running one job: fetch the trees of the commits from GitHub, run the same
 //! pipeline as `meshward check`, store the run, and publish it to the pull request.
 
-use super::Worker;
+use super::{Phase, Progress, Worker};
 use crate::analysis::{self, Options, Revision};
 use crate::config::{PublishConfig, RepoConfig, CONFIG_FILE};
 use crate::github::tarball::{self, ExtractLimits};
@@ -59,7 +59,13 @@ fn target<'a>(worker: &'a Worker, client: &'a RepoClient, job: &'a Job) -> Optio
     }
 }
 
-pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Result<Done> {
+pub(super) async fn execute(
+    worker: &Worker,
+    job: &Job,
+    started_ms: i64,
+    progress: &Progress,
+) -> Result<Done> {
+    let deadlines = &worker.config.phases;
     let github = client_of(worker)?;
     // The base repository's installation, also for a pull request from a fork: its
     // commits are read through the base repository, and nothing of the fork runs.
@@ -95,7 +101,10 @@ pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Resu
     }
 
     if let Some(t) = &target {
-        if let Err(e) = t.start().await {
+        let started = progress
+            .within(Phase::Publish, deadlines.publish, t.start())
+            .await;
+        if let Err(e) = started {
             if crate::github::GitHubError::refusal_in(&e).is_some() {
                 return Err(e);
             }
@@ -107,7 +116,16 @@ pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Resu
         }
     }
 
-    let checked = check(&client, job, worker.evidence.clone()).await?;
+    let fetched = progress
+        .within(Phase::Fetch, deadlines.fetch, fetch(&client, job))
+        .await?;
+    let checked = progress
+        .within(
+            Phase::Check,
+            deadlines.check,
+            check(fetched, job, worker.evidence.clone()),
+        )
+        .await?;
     let plan = target.as_ref().map(|t| {
         publish::plan(
             &checked.report,
@@ -136,29 +154,34 @@ pub(super) async fn execute(worker: &Worker, job: &Job, started_ms: i64) -> Resu
         error: None,
     };
     let outcome = run.outcome();
-    let Some(run_id) = worker
-        .store
-        .save_run(
-            job,
-            &worker.name,
-            &run,
-            plan_json.as_deref(),
-            worker.clock.now_ms(),
-        )
-        .await?
-    else {
-        return Ok(Done::LeaseLost);
+    let store_and_publish = async {
+        let Some(run_id) = worker
+            .store
+            .save_run(
+                job,
+                &worker.name,
+                &run,
+                plan_json.as_deref(),
+                worker.clock.now_ms(),
+            )
+            .await?
+        else {
+            return Ok(Done::LeaseLost);
+        };
+        tracing::info!(
+            run_id,
+            verdict = outcome.as_str(),
+            findings = checked.report.findings.len(),
+            "run stored"
+        );
+        if let (Some(t), Some(plan)) = (&target, &plan) {
+            t.publish(run_id, plan).await?;
+        }
+        Ok(Done::Stored { run_id, outcome })
     };
-    tracing::info!(
-        run_id,
-        verdict = outcome.as_str(),
-        findings = checked.report.findings.len(),
-        "run stored"
-    );
-    if let (Some(t), Some(plan)) = (&target, &plan) {
-        t.publish(run_id, plan).await?;
-    }
-    Ok(Done::Stored { run_id, outcome })
+    progress
+        .within(Phase::Publish, deadlines.publish, store_and_publish)
+        .await
 }
 
 /// A re-run that names no pull request: a baseline when its branch was named like
@@ -282,12 +305,14 @@ pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, ref
     }
 }
 
-/// `evidence`: where check jobs gather zero-plaintext evidence (baselines judge no change).
-async fn check(
-    client: &RepoClient,
-    job: &Job,
-    evidence: Option<std::sync::Arc<crate::evidence::PrometheusSource>>,
-) -> Result<Checked> {
+/// The commits of a job, unpacked.
+struct Fetched {
+    head_dir: TempDir,
+    /// The base commit compared against, and its tree.
+    base: Option<(String, TempDir)>,
+}
+
+async fn fetch(client: &RepoClient, job: &Job) -> Result<Fetched> {
     let base_sha = match job.kind {
         JobKind::Baseline => None,
         JobKind::Check => {
@@ -315,6 +340,20 @@ async fn check(
             None => Ok(None),
         }
     })?;
+    Ok(Fetched {
+        head_dir,
+        base: base_sha.zip(base_dir),
+    })
+}
+
+/// `evidence`: where check jobs gather zero-plaintext evidence (baselines judge no change).
+async fn check(
+    fetched: Fetched,
+    job: &Job,
+    evidence: Option<std::sync::Arc<crate::evidence::PrometheusSource>>,
+) -> Result<Checked> {
+    let Fetched { head_dir, base } = fetched;
+    let (base_sha, base_dir) = base.unzip();
     let repo_urls = vec![format!("https://github.com/{}", job.repo)];
     let head_label = short(&job.head_sha);
     let base_label = base_sha.as_deref().map(short);

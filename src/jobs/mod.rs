@@ -60,6 +60,96 @@ pub struct QueueConfig {
     pub backoff_max: Duration,
     /// On shutdown, how long in-flight jobs may take before they are released.
     pub shutdown_grace: Duration,
+    /// How long each phase of a job may take before the attempt fails.
+    pub phases: PhaseDeadlines,
+}
+
+/// The phases of a job and how long each may take. Past its deadline, the attempt
+/// fails with the phase named and is retried like any failure; a phase stuck where
+/// even that cannot stop it (a call that blocks its thread) is noticed by the
+/// heartbeat, which then stops renewing the lease.
+#[derive(Debug, Clone)]
+pub struct PhaseDeadlines {
+    /// Finding the merge base, downloading and unpacking the commits.
+    pub fetch: Duration,
+    /// Rendering and evaluating them.
+    pub check: Duration,
+    /// Storing the run and publishing it on the pull request.
+    pub publish: Duration,
+}
+
+impl Default for PhaseDeadlines {
+    fn default() -> Self {
+        PhaseDeadlines {
+            fetch: Duration::from_secs(600),
+            check: Duration::from_secs(900),
+            publish: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A phase of a job, as its deadline names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Fetch,
+    Check,
+    Publish,
+}
+
+impl Phase {
+    fn describe(self) -> &'static str {
+        match self {
+            Phase::Fetch => "fetching the commits",
+            Phase::Check => "checking the commits",
+            Phase::Publish => "storing and publishing the result",
+        }
+    }
+    fn setting(self) -> &'static str {
+        match self {
+            Phase::Fetch => "MESHWARD_JOB_FETCH_SECS",
+            Phase::Check => "MESHWARD_JOB_CHECK_SECS",
+            Phase::Publish => "MESHWARD_JOB_PUBLISH_SECS",
+        }
+    }
+}
+
+/// An attempt that outlived its phase's deadline: it fails (and is retried) with this.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("{} took longer than its deadline of {} s ({}); this attempt was stopped", .phase.describe(), .limit.as_secs(), .phase.setting())]
+pub struct Overdue {
+    pub phase: Phase,
+    pub limit: Duration,
+}
+
+/// Which phase a job is in and until when it may be: written by the job, read by
+/// its heartbeat.
+#[derive(Clone, Default)]
+pub(crate) struct Progress(Arc<std::sync::Mutex<Option<(Phase, Duration, std::time::Instant)>>>);
+
+impl Progress {
+    /// Runs `work` as `phase`, failing it with [`Overdue`] past `limit`.
+    pub(crate) async fn within<T>(
+        &self,
+        phase: Phase,
+        limit: Duration,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        if let Ok(mut p) = self.0.lock() {
+            *p = Some((phase, limit, std::time::Instant::now() + limit));
+        }
+        let result = tokio::time::timeout(limit, work).await;
+        if let Ok(mut p) = self.0.lock() {
+            *p = None;
+        }
+        result.unwrap_or_else(|_| Err(Overdue { phase, limit }.into()))
+    }
+
+    /// The phase, if it is more than `grace` past its deadline.
+    fn stuck(&self, grace: Duration) -> Option<Overdue> {
+        let p = self.0.lock().ok()?;
+        let (phase, limit, deadline) = (*p)?;
+        (std::time::Instant::now() > deadline + grace).then_some(Overdue { phase, limit })
+    }
 }
 
 impl Default for QueueConfig {
@@ -72,6 +162,7 @@ impl Default for QueueConfig {
             backoff_base: Duration::from_secs(10),
             backoff_max: Duration::from_secs(15 * 60),
             shutdown_grace: Duration::from_secs(30),
+            phases: PhaseDeadlines::default(),
         }
     }
 }
@@ -102,7 +193,8 @@ pub enum Processed {
     },
     /// Another worker took the job (our lease expired): nothing stored.
     LeaseLost,
-    /// Given back on shutdown, not counted as an attempt.
+    /// Given back to the queue, not counted as an attempt: on shutdown, or when the
+    /// database did not take its result.
     Released,
 }
 
@@ -237,11 +329,16 @@ impl Worker {
             ))
         } else {
             let lost = CancellationToken::new();
-            let heartbeat = self.spawn_heartbeat(job.id, lost.clone());
+            let progress = Progress::default();
+            let stuck = Arc::new(std::sync::OnceLock::new());
+            let heartbeat =
+                self.spawn_heartbeat(job.id, lost.clone(), progress.clone(), stuck.clone());
             let grace = self.config.shutdown_grace;
             let result = tokio::select! {
-                r = execute::execute(self, job, started_ms) => Some(r),
-                _ = lost.cancelled() => None,
+                r = execute::execute(self, job, started_ms, &progress) => Some(r),
+                // Stuck past its deadline: failed like any attempt, so it is retried;
+                // otherwise another worker has the job.
+                _ = lost.cancelled() => stuck.get().map(|overdue| Err(anyhow::Error::new(*overdue))),
                 _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
                     heartbeat.abort();
                     let released = self.store.release(job.id, &self.name, self.clock.now_ms()).await?;
@@ -258,8 +355,30 @@ impl Worker {
                 Some(r) => r,
             }
         };
+        let processed = match self.settle(job, outcome, started_ms).await {
+            Ok(p) => p,
+            Err(e) => {
+                // The database did not take the result: the job is given back as soon
+                // as it answers again, not when its lease runs out.
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "the database did not take the job's result; giving the job back when it answers"
+                );
+                self.give_back(job, shutdown).await
+            }
+        };
+        Ok(self.finish(job, started, processed))
+    }
+
+    /// Records what an attempt gave: stored, retried or failed.
+    async fn settle(
+        &self,
+        job: &Job,
+        outcome: Result<execute::Done>,
+        started_ms: i64,
+    ) -> Result<Processed> {
         let now = self.clock.now_ms();
-        let processed = match outcome {
+        Ok(match outcome {
             Ok(execute::Done::Stored { run_id, outcome }) => {
                 if self.store.finish(job, &self.name, now).await? {
                     self.metrics
@@ -318,8 +437,35 @@ impl Worker {
                     None => Processed::LeaseLost,
                 }
             }
-        };
-        Ok(self.finish(job, started, processed))
+        })
+    }
+
+    /// Gives the job back to the queue (not counted as an attempt) once the database
+    /// answers, trying again and again until then; after a lease's time another
+    /// worker may have it anyway.
+    async fn give_back(&self, job: &Job, shutdown: &CancellationToken) -> Processed {
+        let until = std::time::Instant::now() + self.config.lease;
+        let mut wait = Duration::from_millis(200);
+        while std::time::Instant::now() < until {
+            match self
+                .store
+                .release(job.id, &self.name, self.clock.now_ms())
+                .await
+            {
+                Ok(true) => {
+                    tracing::info!("job given back to the queue");
+                    return Processed::Released;
+                }
+                Ok(false) => return Processed::LeaseLost,
+                Err(e) => tracing::debug!(error = format!("{e:#}"), "database still away"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            wait = (wait * 2).min(Duration::from_secs(5));
+        }
+        Processed::LeaseLost
     }
 
     fn finish(&self, job: &Job, started: std::time::Instant, p: Processed) -> Processed {
@@ -330,13 +476,28 @@ impl Worker {
         p
     }
 
-    /// Extends the lease every third of its length; cancels `lost` if it cannot.
-    fn spawn_heartbeat(&self, job_id: i64, lost: CancellationToken) -> tokio::task::JoinHandle<()> {
+    /// Extends the lease every third of its length; cancels `lost` if it cannot, or
+    /// when the job's phase is stuck a third of a lease past its deadline (then the
+    /// lease is not renewed, so even a worker that cannot stop it loses the job, and
+    /// `stuck` says why).
+    fn spawn_heartbeat(
+        &self,
+        job_id: i64,
+        lost: CancellationToken,
+        progress: Progress,
+        stuck: Arc<std::sync::OnceLock<Overdue>>,
+    ) -> tokio::task::JoinHandle<()> {
         let worker = self.clone();
         let every = (self.config.lease / 3).max(Duration::from_millis(10));
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
+                if let Some(overdue) = progress.stuck(every) {
+                    tracing::error!(error = %overdue, "job stuck past its phase deadline: its lease is no longer renewed");
+                    let _ = stuck.set(overdue);
+                    lost.cancel();
+                    return;
+                }
                 let now = worker.clock.now_ms();
                 match worker
                     .store
@@ -387,4 +548,61 @@ pub fn spawn_pool(
         set.spawn(proto.another().run(shutdown.clone(), wake.clone()));
     }
     set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A phase that blocks its thread cannot be stopped by its own timer; the
+    /// heartbeat's view of it says it is stuck while it runs, and not after.
+    #[tokio::test]
+    async fn a_phase_that_blocks_past_its_deadline_is_seen_stuck_while_it_runs() {
+        let progress = Progress::default();
+        assert!(progress.stuck(Duration::ZERO).is_none());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let (progress, seen, done) = (progress.clone(), seen.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    if let Some(o) = progress.stuck(Duration::from_millis(10)) {
+                        *seen.lock().expect("lock") = Some(o.phase);
+                    }
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let result = progress
+            .within(Phase::Check, Duration::from_millis(20), async {
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(())
+            })
+            .await;
+        done.store(true, Ordering::SeqCst);
+        watcher.join().expect("watcher");
+        assert!(result.is_ok(), "its own timer never got to run");
+        assert_eq!(*seen.lock().expect("lock"), Some(Phase::Check));
+        assert!(
+            progress.stuck(Duration::ZERO).is_none(),
+            "over once it returns"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_phase_that_waits_past_its_deadline_fails_naming_it() {
+        let progress = Progress::default();
+        let err = progress
+            .within(
+                Phase::Fetch,
+                Duration::from_millis(10),
+                std::future::pending::<Result<()>>(),
+            )
+            .await
+            .expect_err("stopped");
+        assert_eq!(
+            err.to_string(),
+            "fetching the commits took longer than its deadline of 0 s (MESHWARD_JOB_FETCH_SECS); this attempt was stopped"
+        );
+    }
 }

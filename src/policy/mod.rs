@@ -1,20 +1,23 @@
 //! The policy engine: Rego (regorus), compiled once, evaluated per revision.
 
+mod isolated;
 mod test_runner;
+
+pub use isolated::serve_worker;
 
 pub use test_runner::{run_tests, TestOutcome, TestReport};
 
 use anyhow::{Context, Result};
 use include_dir::{include_dir, Dir};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::num::NonZeroU32;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 static BUILTIN: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/policies");
 
 /// One Rego file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PolicySource {
     /// Where it came from: `builtin:selector.rego`, `.meshward/policies/x.rego`, a path.
     pub path: String,
@@ -127,26 +130,75 @@ pub struct PolicyProblem {
     pub message: String,
 }
 
+/// How long one package may take on one revision, unless lowered.
+const EVAL_LIMIT: Duration = Duration::from_secs(30);
+
+/// Limits on evaluating policies; a repository's `policy:` settings may lower them.
+#[derive(Debug, Clone)]
+pub struct PolicyLimits {
+    /// How long one package may take on one revision before it is stopped.
+    pub timeout: Duration,
+    /// Address space of the process that evaluates a repository's own policies.
+    pub max_memory_bytes: u64,
+    /// The meshward binary whose hidden `policy-worker` command evaluates when the
+    /// repository has policies of its own (a child process under `max_memory_bytes`,
+    /// so a policy that allocates without bound ends there, not in meshward). None:
+    /// in this process, bounded by time only.
+    pub runner: Option<PathBuf>,
+}
+
+impl Default for PolicyLimits {
+    fn default() -> Self {
+        PolicyLimits {
+            timeout: EVAL_LIMIT,
+            max_memory_bytes: memory_ceiling(),
+            runner: isolated::runner(),
+        }
+    }
+}
+
+/// The operator's ceiling on the policy worker's memory: `MESHWARD_POLICY_MEMORY_MIB`
+/// (at least 256), else 3 GiB.
+fn memory_ceiling() -> u64 {
+    const MIB: u64 = 1024 * 1024;
+    std::env::var("MESHWARD_POLICY_MEMORY_MIB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(3072 * MIB, |m| m.max(256).saturating_mul(MIB))
+}
+
 /// Compiled policies, ready to evaluate any number of inputs.
 #[derive(Clone)]
 pub struct Policies {
     engine: regorus::Engine,
-    /// Packages (`data.x.y`) that define `findings`.
+    /// Packages (`data.x.y`) that define `findings`, with the file that says so.
     packages: Vec<(String, String)>,
+    /// What was compiled, for a child process to compile the same.
+    trusted: Vec<PolicySource>,
+    untrusted: Vec<PolicySource>,
     pub problems: Vec<PolicyProblem>,
     pub count: usize,
 }
 
-/// How long one package may take on one revision before it is stopped.
-const EVAL_LIMIT: Duration = Duration::from_secs(30);
-
-fn new_engine() -> regorus::Engine {
+fn new_engine(timeout: Duration) -> regorus::Engine {
     let mut engine = regorus::Engine::new();
+    set_timeout(&mut engine, timeout);
+    engine
+}
+
+fn set_timeout(engine: &mut regorus::Engine, limit: Duration) {
     engine.set_execution_timer_config(regorus::utils::limits::ExecutionTimerConfig {
-        limit: EVAL_LIMIT,
+        limit,
         check_interval: NonZeroU32::new(1000).unwrap_or(NonZeroU32::MIN),
     });
-    engine
+}
+
+/// What evaluating one package's `findings` gave.
+#[derive(Debug, Serialize, Deserialize)]
+enum Outcome {
+    /// Its value as JSON (null when undefined).
+    Value(serde_json::Value),
+    Failed(String),
 }
 
 impl Policies {
@@ -154,11 +206,12 @@ impl Policies {
     /// (from the repository: a file that does not compile is a problem, reported,
     /// and the rest still run). Test files are not loaded for checks.
     pub fn compile(trusted: &[PolicySource], untrusted: &[PolicySource]) -> Result<Policies> {
-        let mut engine = new_engine();
+        let mut engine = new_engine(EVAL_LIMIT);
         let mut packages = Vec::new();
         let mut problems = Vec::new();
         let mut count = 0;
-        for p in trusted.iter().filter(|p| !p.is_test()) {
+        let trusted: Vec<PolicySource> = trusted.iter().filter(|p| !p.is_test()).cloned().collect();
+        for p in &trusted {
             engine
                 .add_policy(p.path.clone(), p.text.clone())
                 .map_err(|e| anyhow::anyhow!("{e}"))
@@ -167,6 +220,7 @@ impl Policies {
             register(p, &mut packages);
         }
         prepare(&mut engine).context("the built-in policies do not compile")?;
+        let mut accepted = Vec::new();
         for p in untrusted.iter().filter(|p| !p.is_test()) {
             let mut candidate = engine.clone();
             // Some errors (unsafe variables, conflicts) only show when the modules are
@@ -180,6 +234,7 @@ impl Policies {
                     engine = candidate;
                     count += 1;
                     register(p, &mut packages);
+                    accepted.push(p.clone());
                 }
                 Err(e) => problems.push(PolicyProblem {
                     file: p.path.clone(),
@@ -192,67 +247,88 @@ impl Policies {
         Ok(Policies {
             engine,
             packages,
+            trusted,
+            untrusted: accepted,
             problems,
             count,
         })
     }
 
     /// Evaluates every package's `findings` on `input`. A package that fails is a
-    /// problem; the others still report.
-    pub fn evaluate(&self, input: regorus::Value) -> (Vec<RawFinding>, Vec<PolicyProblem>) {
-        let mut engine = self.engine.clone();
-        engine.set_input(input);
+    /// problem; the others still report. With policies of the repository's own (which
+    /// may add rules to any package), in a child process when `limits.runner` names one.
+    pub fn evaluate(
+        &self,
+        input: regorus::Value,
+        limits: &PolicyLimits,
+    ) -> (Vec<RawFinding>, Vec<PolicyProblem>) {
+        let outcomes = match (&limits.runner, self.untrusted.is_empty()) {
+            (Some(runner), false) => isolated::evaluate(self, runner, input, limits),
+            _ => {
+                let mut engine = self.engine.clone();
+                set_timeout(&mut engine, limits.timeout);
+                engine.set_input(input);
+                self.packages
+                    .iter()
+                    .map(|(package, _)| eval_package(&mut engine, package))
+                    .collect()
+            }
+        };
         let mut findings = Vec::new();
         let mut problems = Vec::new();
-        for (package, file) in &self.packages {
-            let started = std::time::Instant::now();
-            let rule = format!("data.{package}.findings");
-            let value = match engine.eval_rule(rule.clone()) {
-                Ok(v) => v,
-                Err(e) => {
-                    problems.push(PolicyProblem {
-                        file: file.clone(),
-                        message: format!(
-                            "evaluating {rule} failed, so its rules did not run: {}",
-                            brief(&e.to_string())
-                        ),
-                    });
-                    continue;
-                }
-            };
-            tracing::debug!(
-                package,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "package evaluated"
-            );
-            if value == regorus::Value::Undefined {
-                continue;
-            }
-            let json = match serde_json::to_value(&value) {
-                Ok(j) => j,
-                Err(e) => {
-                    problems.push(PolicyProblem {
-                        file: file.clone(),
-                        message: format!("{rule} returned a value that is not JSON: {e}"),
-                    });
-                    continue;
-                }
-            };
-            let items = match json {
-                serde_json::Value::Array(items) => items,
-                other => vec![other],
-            };
-            for item in items {
-                match serde_json::from_value::<RawFinding>(item.clone()) {
-                    Ok(f) => findings.push(f),
-                    Err(e) => problems.push(PolicyProblem {
-                        file: file.clone(),
-                        message: format!("{rule} returned a malformed finding ({e}): {item}"),
-                    }),
-                }
-            }
+        for ((package, file), outcome) in self.packages.iter().zip(outcomes) {
+            interpret(package, file, outcome, &mut findings, &mut problems);
         }
         (findings, problems)
+    }
+}
+
+fn eval_package(engine: &mut regorus::Engine, package: &str) -> Outcome {
+    let started = std::time::Instant::now();
+    let rule = format!("data.{package}.findings");
+    let outcome = match engine.eval_rule(rule.clone()) {
+        Err(e) => Outcome::Failed(format!(
+            "evaluating {rule} failed, so its rules did not run: {}",
+            brief(&e.to_string())
+        )),
+        Ok(regorus::Value::Undefined) => Outcome::Value(serde_json::Value::Null),
+        Ok(value) => match serde_json::to_value(&value) {
+            Ok(json) => Outcome::Value(json),
+            Err(e) => Outcome::Failed(format!("{rule} returned a value that is not JSON: {e}")),
+        },
+    };
+    tracing::debug!(
+        package,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "package evaluated"
+    );
+    outcome
+}
+
+fn interpret(
+    package: &str,
+    file: &str,
+    outcome: Outcome,
+    findings: &mut Vec<RawFinding>,
+    problems: &mut Vec<PolicyProblem>,
+) {
+    let problem = |message: String| PolicyProblem {
+        file: file.to_string(),
+        message,
+    };
+    let items = match outcome {
+        Outcome::Failed(message) => return problems.push(problem(message)),
+        Outcome::Value(serde_json::Value::Null) => return,
+        Outcome::Value(serde_json::Value::Array(items)) => items,
+        Outcome::Value(other) => vec![other],
+    };
+    for item in items {
+        match serde_json::from_value::<RawFinding>(item.clone()) {
+            Ok(f) => findings.push(f),
+            Err(e) => problems.push(problem(format!(
+                "data.{package}.findings returned a malformed finding ({e}): {item}"
+            ))),
+        }
     }
 }
 

@@ -30,7 +30,7 @@ impl TestReport {
 /// Loads all sources into one engine and evaluates every `test_*` rule of every
 /// test file.
 pub fn run_tests(sources: &[PolicySource]) -> Result<TestReport> {
-    let mut engine = new_engine();
+    let mut engine = new_engine(super::EVAL_LIMIT);
     for p in sources {
         engine
             .add_policy(p.path.clone(), p.text.clone())

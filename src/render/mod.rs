@@ -11,6 +11,7 @@ pub mod roots;
 pub mod tools;
 pub mod values;
 
+pub use crate::child::memory_limit;
 use crate::finding::{Finding, Severity};
 use crate::manifest::{self, input_finding, yaml::Node, Limits, Resource, SourceFile};
 use crate::workspace::Tree;
@@ -20,7 +21,7 @@ use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-pub use tools::{memory_limit, RenderLimits, Tools};
+pub use tools::{RenderLimits, Tools};
 
 /// `.meshward.yaml` `render:`.
 #[derive(Debug, Clone, Default, Deserialize)]

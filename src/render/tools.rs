@@ -101,37 +101,6 @@ pub enum RunError {
 const UNSHARE: &str = "/usr/bin/unshare";
 const ISOLATE: [&str; 4] = ["--user", "--map-root-user", "--net", "--"];
 
-/// Tools run under an address-space limit (`RLIMIT_AS`, set in the child before it
-/// execs): on Linux always.
-pub fn memory_limit() -> bool {
-    cfg!(target_os = "linux")
-}
-
-/// Limits the child's address space before it execs the tool (inherited through
-/// unshare's exec).
-#[cfg(target_os = "linux")]
-fn limit_memory(cmd: &mut Command, bytes: u64) {
-    use std::os::unix::process::CommandExt;
-    let limit = libc::rlimit {
-        rlim_cur: bytes as libc::rlim_t,
-        rlim_max: bytes as libc::rlim_t,
-    };
-    // SAFETY: the closure runs in the forked child before exec and calls only
-    // setrlimit, which is async-signal-safe; it touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn limit_memory(_cmd: &mut Command, _bytes: u64) {}
-
 /// Whether tools can run in a network namespace of their own (util-linux
 /// `unshare`, user namespaces allowed): probed once. Where they cannot (a container
 /// whose seccomp profile forbids it), the proxy settings that lead nowhere and the
@@ -175,7 +144,7 @@ pub fn run(cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8
     } else {
         cmd
     };
-    limit_memory(&mut cmd, limits.max_memory_bytes);
+    crate::child::limit_memory(&mut cmd, limits.max_memory_bytes);
     let blackhole = "http://127.0.0.1:9";
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -200,7 +169,7 @@ pub fn run(cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8
         .stdout
         .take()
         .ok_or_else(|| RunError::Spawn("no stdout".into()))?;
-    let mut stderr = child
+    let stderr = child
         .stderr
         .take()
         .ok_or_else(|| RunError::Spawn("no stderr".into()))?;
@@ -223,18 +192,7 @@ pub fn run(cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8
     });
     // stderr is drained to the end but only its start kept: closing it early would
     // kill a tool that warns a lot (SIGPIPE) while its output is still good.
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 16 * 1024];
-        while let Ok(n) = stderr.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            let room = (64 * 1024usize).saturating_sub(buf.len());
-            buf.extend_from_slice(&chunk[..n.min(room)]);
-        }
-        buf
-    });
+    let err_reader = crate::child::drain(stderr, 64 * 1024);
     let status = match child.wait_timeout(limits.timeout) {
         Ok(Some(status)) => status,
         Ok(None) => {
@@ -245,7 +203,7 @@ pub fn run(cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8
         Err(e) => return Err(RunError::Spawn(e.to_string())),
     };
     let (out, overflow) = out_reader.join().unwrap_or_default();
-    let err = err_reader.join().unwrap_or_default();
+    let (err, _) = err_reader.join().unwrap_or_default();
     if overflow {
         let _ = child.kill();
         return Err(RunError::OutputTooLarge(max));
@@ -253,7 +211,7 @@ pub fn run(cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8
     if !status.success() {
         let msg = String::from_utf8_lossy(&err).trim().to_string();
         // Go's runtime says so when its allocation hits the address-space limit.
-        if memory_limit()
+        if crate::child::memory_limit()
             && [
                 "runtime: out of memory",
                 "failed to reserve",

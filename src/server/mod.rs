@@ -8,6 +8,7 @@
 pub mod api;
 pub mod auth;
 pub mod dashboard;
+pub mod listen;
 pub mod metrics;
 
 use crate::github::{events, AppIdentity, Decision, WebhookSecrets};

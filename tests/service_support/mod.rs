@@ -15,6 +15,7 @@ pub mod fake_github;
 
 pub use fake_github::{FakeGitHub, APP_ID, APP_SLUG};
 
+pub mod proxy;
 pub mod seed;
 
 pub const SECRET: &str = "test-webhook-secret";
@@ -190,6 +191,7 @@ pub fn queue_config() -> QueueConfig {
         backoff_base: Duration::from_secs(10),
         backoff_max: Duration::from_secs(60),
         shutdown_grace: Duration::from_secs(5),
+        phases: Default::default(),
     }
 }
 
