@@ -463,7 +463,7 @@ fn is_yaml_input(path: &str) -> bool {
 }
 
 /// YAML files `paths` selects that are not read as manifests: dot-files, files
-/// under dot-folders and CI configs (see `workspace::read_by_default`).
+/// under dot-folders and CI configs (see `config::read_by_default`).
 fn not_read_as_manifests(tree: &Tree, config: &RepoConfig) -> usize {
     tree.files
         .iter()
@@ -688,9 +688,9 @@ struct Parsed {
     /// Roots `render.exclude` leaves out.
     excluded: Vec<crate::render::roots::Root>,
     /// The revision on disk, once a render needed it (or why it is not there).
-    dir: Option<Result<crate::render::Materialized, String>>,
+    dir: Option<Result<crate::workspace::Materialized, String>>,
     /// Labels app objects set on the namespaces they create.
-    namespace_labels: Vec<model::AppNamespaceLabels>,
+    namespace_labels: Vec<crate::render::AppNamespaceLabels>,
 }
 
 fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed {
@@ -829,7 +829,7 @@ fn render_roots(
     rev: &Revision,
     config: &RepoConfig,
     opts: &Options,
-    dir: &mut Option<Result<crate::render::Materialized, String>>,
+    dir: &mut Option<Result<crate::workspace::Materialized, String>>,
     roots: &[&crate::render::PlannedRoot],
 ) -> Vec<crate::render::Rendered> {
     use rayon::prelude::*;

@@ -2,70 +2,12 @@
 //! revision, so a change cannot waive its own findings.
 
 use crate::finding::{FailOn, Severity};
-use crate::manifest::yaml::{self, Limits, Node};
+use crate::yaml::{self, Limits, Node};
 use chrono::NaiveDate;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
 pub const CONFIG_FILE: &str = ".meshward.yaml";
-
-/// How meshward talks to Prometheus, shared by `check --prometheus` and `serve`.
-/// Credentials only from the environment (flags would show in `ps`), never from a
-/// repository.
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct PrometheusClientArgs {
-    /// Bearer token for Prometheus.
-    #[arg(
-        long,
-        env = "MESHWARD_PROMETHEUS_BEARER_TOKEN",
-        hide = true,
-        hide_env_values = true
-    )]
-    pub prometheus_bearer_token: Option<String>,
-    /// Basic auth user for Prometheus (with MESHWARD_PROMETHEUS_PASSWORD).
-    #[arg(long, env = "MESHWARD_PROMETHEUS_USERNAME", hide = true)]
-    pub prometheus_username: Option<String>,
-    #[arg(
-        long,
-        env = "MESHWARD_PROMETHEUS_PASSWORD",
-        hide = true,
-        hide_env_values = true
-    )]
-    pub prometheus_password: Option<String>,
-    /// Seconds each Prometheus request may take (the whole gathering: three times that).
-    #[arg(long, env = "MESHWARD_PROMETHEUS_TIMEOUT_SECS", default_value_t = 10)]
-    pub prometheus_timeout_secs: u64,
-}
-
-impl PrometheusClientArgs {
-    pub fn auth(&self) -> anyhow::Result<crate::evidence::PrometheusAuth> {
-        use crate::evidence::PrometheusAuth;
-        use secrecy::SecretString;
-        let set = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
-        match (
-            set(&self.prometheus_bearer_token),
-            set(&self.prometheus_username),
-            set(&self.prometheus_password),
-        ) {
-            (None, None, None) => Ok(PrometheusAuth::None),
-            (Some(t), None, None) => Ok(PrometheusAuth::Bearer(SecretString::from(t))),
-            (None, Some(username), Some(p)) => Ok(PrometheusAuth::Basic {
-                username,
-                password: SecretString::from(p),
-            }),
-            (Some(_), _, _) => anyhow::bail!(
-                "set either MESHWARD_PROMETHEUS_BEARER_TOKEN or MESHWARD_PROMETHEUS_USERNAME and MESHWARD_PROMETHEUS_PASSWORD, not both"
-            ),
-            _ => anyhow::bail!(
-                "Prometheus basic auth needs both MESHWARD_PROMETHEUS_USERNAME and MESHWARD_PROMETHEUS_PASSWORD"
-            ),
-        }
-    }
-
-    pub fn timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.prometheus_timeout_secs.clamp(1, 300))
-    }
-}
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,7 +26,7 @@ pub struct RepoConfig {
     pub exceptions: Vec<Exception>,
     /// Render roots to add, override or exclude, and render limits.
     #[serde(default)]
-    pub render: crate::render::RenderConfig,
+    pub render: RenderConfig,
     /// Limits on evaluating policies, below the server's.
     #[serde(default)]
     pub policy: PolicyConfig,
@@ -108,6 +50,38 @@ pub struct RepoConfig {
     /// IstioOperator files (see `manifest::install`).
     #[serde(skip)]
     pub mesh_keys: Vec<String>,
+}
+
+/// `.meshward.yaml` `render:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenderConfig {
+    /// Roots to add, or to override (same path) with release, namespace and values.
+    #[serde(default)]
+    pub roots: Vec<ConfigRoot>,
+    /// Globs of root folders not to render (each reported as not checked).
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// URLs under which app objects name this repository.
+    #[serde(default)]
+    pub repo_urls: Vec<String>,
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    #[serde(default)]
+    pub max_output_bytes: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigRoot {
+    pub path: String,
+    #[serde(default)]
+    pub release: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Values files, relative to the root folder.
+    #[serde(default)]
+    pub values: Vec<String>,
 }
 
 /// `policy:` of the config file: limits a repository may lower, never raise.
@@ -333,9 +307,9 @@ impl PrometheusConfig {
     }
 
     fn check(&self) -> Result<(), (&'static str, Option<String>, String)> {
-        use crate::evidence::{duration, promql};
+        use crate::units::duration;
         if let Some(url) = &self.url {
-            crate::evidence::prometheus::check_url(url).map_err(|e| ("url", None, e))?;
+            check_url(url).map_err(|e| ("url", None, e))?;
         }
         if let Some(w) = &self.window {
             let d = duration::parse(w).map_err(|e| ("window", None, format!("`window`: {e}")))?;
@@ -354,14 +328,14 @@ impl PrometheusConfig {
             ));
         }
         for (k, v) in &self.matchers {
-            if !promql::valid_label_name(k) {
+            if !valid_label_name(k) {
                 return Err((
                     "matchers",
                     Some(k.clone()),
                     format!("`matchers` key {k:?} is not a Prometheus label name"),
                 ));
             }
-            if promql::RESERVED_LABELS.contains(&k.as_str()) {
+            if RESERVED_LABELS.contains(&k.as_str()) {
                 return Err((
                     "matchers",
                     Some(k.clone()),
@@ -489,12 +463,12 @@ impl RepoConfig {
             (
                 "proxy_cpu",
                 &config.mesh.proxy_cpu,
-                crate::model::quantity::cpu_millicores,
+                crate::units::quantity::cpu_millicores,
             ),
             (
                 "proxy_memory",
                 &config.mesh.proxy_memory,
-                crate::model::quantity::memory_bytes,
+                crate::units::quantity::memory_bytes,
             ),
         ];
         for (key, value, parse) in quantities {
@@ -517,7 +491,7 @@ impl RepoConfig {
                 err(line_of(serde_json::json!(path)), message)
             })?;
         }
-        if let Some(crate::manifest::yaml::Value::Map(entries)) =
+        if let Some(crate::yaml::Value::Map(entries)) =
             root.as_ref().and_then(|r| r.get("mesh")).map(|m| &m.value)
         {
             config.mesh_keys = entries.iter().map(|(k, _)| k.clone()).collect();
@@ -550,16 +524,16 @@ impl RepoConfig {
     /// Is this file read as a manifest? As [`Self::path_selected`] says for most
     /// files; dot-files, files under dot-folders and CI configs only when a
     /// `paths.include` glob that spells their name out matches them (see
-    /// `workspace::read_by_default`).
+    /// [`read_by_default`]).
     pub fn manifest_selected(&self, path: &str) -> bool {
-        if crate::workspace::read_by_default(path) {
+        if read_by_default(path) {
             return self.path_selected(path);
         }
         let naming: Vec<String> = self
             .paths
             .include
             .iter()
-            .filter(|g| crate::workspace::names_unread(g))
+            .filter(|g| names_unread(g))
             .cloned()
             .collect();
         any_glob_matches(&naming, path) && !any_glob_matches(&self.paths.exclude, path)
@@ -576,9 +550,119 @@ fn any_glob_matches(globs: &[String], path: &str) -> bool {
     })
 }
 
+/// CI systems' config files that are not dot-files: never manifests, wherever they are.
+const CI_FILES: &[&str] = &[
+    "azure-pipelines.yml",
+    "azure-pipelines.yaml",
+    "bitbucket-pipelines.yml",
+    "appveyor.yml",
+    "appveyor.yaml",
+    "cloudbuild.yaml",
+    "cloudbuild.yml",
+    "buildspec.yml",
+    "buildspec.yaml",
+    "codefresh.yml",
+    "codefresh.yaml",
+];
+
+/// A path part that hides what is below it or is itself hidden: a dot-name (not the
+/// `.` and `..` of a relative path), or a CI config's file name.
+fn unread_part(part: &str) -> bool {
+    (part.starts_with('.') && part != "." && part != "..") || CI_FILES.contains(&part)
+}
+
+/// Is this file read as a manifest unless `.meshward.yaml` says otherwise? Not:
+/// dot-files and everything under a dot-folder (`.github/workflows/`, `.circleci/`,
+/// `.gitlab-ci.yml`, `.pre-commit-config.yaml`, `.fluxschema.yml`, …) and the CI
+/// configs of [`CI_FILES`]: they configure tools, and a document in them that looks
+/// like an object is not one the cluster gets. They stay in the tree (rendering and
+/// `.meshward.yaml` may need them); only reading them as manifests is off.
+pub fn read_by_default(path: &str) -> bool {
+    !path.split('/').any(unread_part)
+}
+
+/// Does a `paths.include` glob name files [`read_by_default`] leaves out, so that
+/// they are read? It must spell the dot-name or CI file out (`.deploy/**`,
+/// `ci/.k8s/*.yaml`): as in a shell, `*` and `**` never reach into them.
+pub fn names_unread(glob: &str) -> bool {
+    glob.split('/').any(unread_part)
+}
+
+// Prometheus settings are checked here, where they are read: `check --prometheus`,
+// `serve` and a repository's `evidence.prometheus` all go through these.
+
+/// Checks a Prometheus URL: http(s), a host, no credentials in it.
+pub fn check_url(url: &str) -> Result<url::Url, String> {
+    let parsed =
+        url::Url::parse(url.trim()).map_err(|e| format!("`url` {url:?} is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("`url` {url:?} must be http:// or https://"));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`url` {url:?} has no host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!(
+            "`url` {url:?} carries credentials; they belong in the meshward server's secrets"
+        ));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(format!("`url` {url:?} may not have a query or fragment"));
+    }
+    Ok(normalized(parsed))
+}
+
+/// The base URL with a trailing slash, so API paths join under it.
+fn normalized(mut url: url::Url) -> url::Url {
+    if !url.path().ends_with('/') {
+        let path = format!("{}/", url.path());
+        url.set_path(&path);
+    }
+    url
+}
+
+/// Labels meshward sets itself; a repository's extra matchers may not name them.
+pub const RESERVED_LABELS: &[&str] = &[
+    "reporter",
+    "destination_workload_namespace",
+    "destination_workload",
+    "connection_security_policy",
+    "__name__",
+];
+
+/// Is this a Prometheus label name?
+pub fn valid_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dot_paths_and_ci_configs_are_not_manifests_by_default() {
+        for path in [
+            ".github/workflows/ci.yaml",
+            ".gitlab-ci.yml",
+            ".circleci/config.yml",
+            ".pre-commit-config.yaml",
+            ".fluxschema.yml",
+            "apps/.archive/old.yaml",
+            "azure-pipelines.yml",
+            "services/api/cloudbuild.yaml",
+        ] {
+            assert!(!read_by_default(path), "{path}");
+        }
+        for path in ["apps/web.yaml", "clusters/prod/flux-system/gotk-sync.yaml"] {
+            assert!(read_by_default(path), "{path}");
+        }
+        assert!(names_unread(".deploy/**"));
+        assert!(names_unread("**/.k8s/*.yaml"));
+        assert!(!names_unread("**/*.yaml"));
+        assert!(!names_unread("./apps/**"));
+    }
 
     #[test]
     fn unknown_key_names_key_and_line() {

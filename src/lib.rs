@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod changes;
 pub mod child;
+pub mod cli;
 pub mod config;
 pub mod dashboard;
 pub mod evidence;
@@ -23,7 +24,9 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod trends;
+pub mod units;
 pub mod workspace;
+pub mod yaml;
 
 use analysis::{CheckError, Options, Revision};
 use anyhow::Context;

@@ -51,7 +51,7 @@ enum Command {
         #[arg(long, value_name = "DURATION", requires = "prometheus")]
         evidence_window: Option<String>,
         #[command(flatten)]
-        prometheus_client: Box<meshward::config::PrometheusClientArgs>,
+        prometheus_client: Box<meshward::cli::PrometheusClientArgs>,
         /// Severity at or above which findings fail the run [default: error, or the config file's].
         #[arg(long, value_enum)]
         fail_on: Option<FailOn>,
@@ -63,11 +63,11 @@ enum Command {
         render_all: bool,
     },
     /// Run the GitHub App service: webhooks in, a durable job queue, history stored.
-    Serve(Box<meshward::service::ServeArgs>),
+    Serve(Box<meshward::cli::ServeArgs>),
     /// Apply the history store's database migrations.
-    Migrate(meshward::service::MigrateArgs),
+    Migrate(meshward::cli::MigrateArgs),
     /// Show a repository's mesh coverage over time, from the history store.
-    Trends(meshward::service::TrendsArgs),
+    Trends(meshward::cli::TrendsArgs),
     /// Policy tools.
     Policy {
         #[command(subcommand)]
@@ -119,15 +119,16 @@ fn main() -> ExitCode {
 fn prometheus_source(
     url: String,
     window: Option<String>,
-    client: &meshward::config::PrometheusClientArgs,
+    client: &meshward::cli::PrometheusClientArgs,
 ) -> anyhow::Result<std::sync::Arc<meshward::evidence::PrometheusSource>> {
     use anyhow::Context;
-    use meshward::evidence::prometheus::{check_url, SourceSettings};
+    use meshward::config::check_url;
+    use meshward::evidence::prometheus::SourceSettings;
     check_url(&url)
         .map_err(|e| anyhow::anyhow!(e.replace("`url`", "--prometheus")))
         .context("--prometheus")?;
     if let Some(w) = &window {
-        meshward::evidence::duration::parse(w)
+        meshward::units::duration::parse(w)
             .map_err(|e| anyhow::anyhow!("--evidence-window: {e}"))?;
     }
     Ok(std::sync::Arc::new(
@@ -214,14 +215,14 @@ fn run(cli: Cli) -> ExitCode {
                 Verdict::Fail => ExitCode::from(1),
             }
         }
-        Command::Serve(args) => match meshward::service::serve_blocking(*args) {
+        Command::Serve(args) => match meshward::cli::serve_blocking(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("meshward: error: {e:#}");
                 ExitCode::from(2)
             }
         },
-        Command::Migrate(args) => match meshward::service::migrate_blocking(args) {
+        Command::Migrate(args) => match meshward::cli::migrate_blocking(args) {
             Ok(msg) => {
                 println!("{msg}");
                 ExitCode::SUCCESS
@@ -231,7 +232,7 @@ fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Trends(args) => match meshward::service::trends_blocking(args) {
+        Command::Trends(args) => match meshward::cli::trends_blocking(args) {
             Ok(out) => {
                 print!("{out}");
                 ExitCode::SUCCESS

@@ -82,44 +82,6 @@ pub fn wanted(path: &str) -> bool {
         || (path.starts_with(".meshward/policies/") && lower.ends_with(".rego"))
 }
 
-/// CI systems' config files that are not dot-files: never manifests, wherever they are.
-const CI_FILES: &[&str] = &[
-    "azure-pipelines.yml",
-    "azure-pipelines.yaml",
-    "bitbucket-pipelines.yml",
-    "appveyor.yml",
-    "appveyor.yaml",
-    "cloudbuild.yaml",
-    "cloudbuild.yml",
-    "buildspec.yml",
-    "buildspec.yaml",
-    "codefresh.yml",
-    "codefresh.yaml",
-];
-
-/// A path part that hides what is below it or is itself hidden: a dot-name (not the
-/// `.` and `..` of a relative path), or a CI config's file name.
-fn unread_part(part: &str) -> bool {
-    (part.starts_with('.') && part != "." && part != "..") || CI_FILES.contains(&part)
-}
-
-/// Is this file read as a manifest unless `.meshward.yaml` says otherwise? Not:
-/// dot-files and everything under a dot-folder (`.github/workflows/`, `.circleci/`,
-/// `.gitlab-ci.yml`, `.pre-commit-config.yaml`, `.fluxschema.yml`, …) and the CI
-/// configs of [`CI_FILES`]: they configure tools, and a document in them that looks
-/// like an object is not one the cluster gets. They stay in the tree (rendering and
-/// `.meshward.yaml` may need them); only reading them as manifests is off.
-pub fn read_by_default(path: &str) -> bool {
-    !path.split('/').any(unread_part)
-}
-
-/// Does a `paths.include` glob name files [`read_by_default`] leaves out, so that
-/// they are read? It must spell the dot-name or CI file out (`.deploy/**`,
-/// `ci/.k8s/*.yaml`): as in a shell, `*` and `**` never reach into them.
-pub fn names_unread(glob: &str) -> bool {
-    glob.split('/').any(unread_part)
-}
-
 fn push_checked(tree: &mut Tree, limits: &TreeLimits) -> Result<()> {
     if tree.files.len() + tree.oversized.len() > limits.max_files {
         bail!(
@@ -408,10 +370,25 @@ pub fn remove_stale_temp(age: std::time::Duration) -> usize {
         .count()
 }
 
+/// The revision's folder on disk: the working tree itself, or a git revision
+/// extracted to a temporary folder.
+pub enum Materialized {
+    Borrowed(PathBuf),
+    Temp(tempfile::TempDir),
+}
+
+impl Materialized {
+    pub fn path(&self) -> &Path {
+        match self {
+            Materialized::Borrowed(p) => p,
+            Materialized::Temp(t) => t.path(),
+        }
+    }
+}
+
 /// The revision as a folder on disk: a `Dir` as it is, a git commit extracted into a
 /// temporary folder (entries that would land outside it are skipped by `tar`).
-pub fn materialize(source: &TreeSource) -> Result<crate::render::Materialized> {
-    use crate::render::Materialized;
+pub fn materialize(source: &TreeSource) -> Result<Materialized> {
     match source {
         TreeSource::Dir(p) => Ok(Materialized::Borrowed(p.clone())),
         TreeSource::Git {
@@ -598,29 +575,6 @@ mod tests {
     }
 
     use super::*;
-
-    #[test]
-    fn dot_paths_and_ci_configs_are_not_manifests_by_default() {
-        for path in [
-            ".github/workflows/ci.yaml",
-            ".gitlab-ci.yml",
-            ".circleci/config.yml",
-            ".pre-commit-config.yaml",
-            ".fluxschema.yml",
-            "apps/.archive/old.yaml",
-            "azure-pipelines.yml",
-            "services/api/cloudbuild.yaml",
-        ] {
-            assert!(!read_by_default(path), "{path}");
-        }
-        for path in ["apps/web.yaml", "clusters/prod/flux-system/gotk-sync.yaml"] {
-            assert!(read_by_default(path), "{path}");
-        }
-        assert!(names_unread(".deploy/**"));
-        assert!(names_unread("**/.k8s/*.yaml"));
-        assert!(!names_unread("**/*.yaml"));
-        assert!(!names_unread("./apps/**"));
-    }
 
     #[test]
     fn files_under_the_per_file_limit_still_add_up_to_a_refusal() {

@@ -8,7 +8,7 @@
 //! decoder as `apply` and `create` (k8s.io/apimachinery's YAMLOrJSONDecoder: cut at
 //! `---` lines, go-yaml v2, sigs.k8s.io/yaml) and prints the objects, with no server.
 
-use meshward::manifest::yaml::{parse_documents, Document, Limits};
+use meshward::yaml::{parse_documents, Document, Limits};
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,8 +3,8 @@
 //! scales it) times what each proxy requests.
 
 use crate::config::MeshConfig;
-use crate::model::quantity::{bytes_text, cores_text};
 use crate::model::{Model, Workload};
+use crate::units::quantity::{bytes_text, cores_text};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 

@@ -3,7 +3,6 @@
 //! or gathered from Prometheus ([`prometheus`]); the shape is what policies see
 //! (docs/policy-input.md).
 
-pub mod duration;
 pub mod prometheus;
 pub mod promql;
 pub mod scopes;

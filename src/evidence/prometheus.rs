@@ -9,8 +9,10 @@
 
 use super::promql;
 use super::scopes::{StrictScope, Subject};
-use super::{duration, Evidence, TrafficEvidence};
+use super::{Evidence, TrafficEvidence};
+use crate::config::check_url;
 use crate::config::PrometheusConfig;
+use crate::units::duration;
 use secrecy::{ExposeSecret, SecretString};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -100,36 +102,6 @@ pub struct Target {
     pub matchers: BTreeMap<String, String>,
     /// The repository's `retention`, for servers that do not report theirs.
     pub retention: Option<String>,
-}
-
-/// Checks a Prometheus URL: http(s), a host, no credentials in it.
-pub fn check_url(url: &str) -> Result<reqwest::Url, String> {
-    let parsed =
-        reqwest::Url::parse(url.trim()).map_err(|e| format!("`url` {url:?} is not a URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("`url` {url:?} must be http:// or https://"));
-    }
-    if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(format!("`url` {url:?} has no host"));
-    }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(format!(
-            "`url` {url:?} carries credentials; they belong in the meshward server's secrets"
-        ));
-    }
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(format!("`url` {url:?} may not have a query or fragment"));
-    }
-    Ok(normalized(parsed))
-}
-
-/// The base URL with a trailing slash, so API paths join under it.
-fn normalized(mut url: reqwest::Url) -> reqwest::Url {
-    if !url.path().ends_with('/') {
-        let path = format!("{}/", url.path());
-        url.set_path(&path);
-    }
-    url
 }
 
 /// What a user sees of a URL (no trailing slash).

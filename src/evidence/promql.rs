@@ -10,15 +10,6 @@ use std::collections::BTreeMap;
 pub const HTTP_METRIC: &str = "istio_requests_total";
 pub const TCP_METRIC: &str = "istio_tcp_connections_opened_total";
 
-/// Labels meshward sets itself; a repository's extra matchers may not name them.
-pub const RESERVED_LABELS: &[&str] = &[
-    "reporter",
-    "destination_workload_namespace",
-    "destination_workload",
-    "connection_security_policy",
-    "__name__",
-];
-
 /// The four numbers of one subject, by the names the evidence uses.
 pub const NUMBERS: [&str; 4] = [
     "requests_plaintext",
@@ -26,13 +17,6 @@ pub const NUMBERS: [&str; 4] = [
     "tcp_connections_plaintext",
     "tcp_connections_total",
 ];
-
-/// Is this a Prometheus label name?
-pub fn valid_label_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
 
 /// A PromQL double-quoted string.
 pub fn quote(value: &str) -> String {
@@ -182,10 +166,10 @@ mod tests {
 
     #[test]
     fn label_names() {
-        assert!(valid_label_name("cluster"));
-        assert!(valid_label_name("_x1"));
-        assert!(!valid_label_name("1x"));
-        assert!(!valid_label_name("a-b"));
-        assert!(!valid_label_name(""));
+        assert!(crate::config::valid_label_name("cluster"));
+        assert!(crate::config::valid_label_name("_x1"));
+        assert!(!crate::config::valid_label_name("1x"));
+        assert!(!crate::config::valid_label_name("a-b"));
+        assert!(!crate::config::valid_label_name(""));
     }
 }

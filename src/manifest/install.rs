@@ -4,9 +4,9 @@
 //! namespace and the trust domain, the same facts as `mesh.root_namespace` and
 //! `mesh.trust_domain` of `.meshward.yaml`.
 
-use super::yaml::{self, Limits, Node};
 use super::SourceFile;
 use crate::config::MeshConfig;
+use crate::yaml::{self, Limits, Node};
 
 pub fn is_istio_operator(api_version: &str, kind: &str) -> bool {
     api_version.starts_with("install.istio.io/") && kind == "IstioOperator"

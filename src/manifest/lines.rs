@@ -1,7 +1,7 @@
 //! Where each field of an object is, kept compactly: an object's YAML tree is about
 //! as large as the object itself, and only its lines are needed once it is parsed.
 
-use super::yaml::{Node, Value};
+use crate::yaml::{Node, Value};
 use serde_json::Value as Json;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -100,7 +100,7 @@ fn collect(node: &Node, hash: u64, out: &mut Vec<(u64, u32)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::yaml::parse_documents;
+    use crate::yaml::parse_documents;
     use serde_json::json;
 
     fn doc(text: &str) -> Node {

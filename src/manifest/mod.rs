@@ -2,11 +2,11 @@
 
 pub mod install;
 pub mod lines;
-pub mod yaml;
 
 use crate::finding::{Finding, ResourceRef, Severity, Status};
+use crate::yaml;
+pub use crate::yaml::{Limits, Node};
 use std::sync::Arc;
-pub use yaml::{Limits, Node};
 
 /// One Kubernetes object and where it came from.
 #[derive(Debug, Clone)]
@@ -23,7 +23,21 @@ pub struct Resource {
     /// Where each of the object's fields is, to map field paths back to lines.
     pub lines: Arc<lines::LineIndex>,
     /// For rendered objects: how fields map back to the files that produced them.
-    pub origin: Option<Arc<crate::render::SourceMap>>,
+    pub origin: Option<Arc<dyn Origin>>,
+}
+
+/// How the fields of an object that was produced from other files (a rendered
+/// overlay or chart) map back to those files.
+pub trait Origin: std::fmt::Debug + Send + Sync {
+    fn locate(&self, path: &[serde_json::Value]) -> Location;
+}
+
+/// Where a field was written.
+pub struct Location {
+    pub file: String,
+    pub line: u32,
+    /// Said in the finding when the line is only approximate.
+    pub note: Option<String>,
 }
 
 impl Resource {

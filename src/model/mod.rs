@@ -5,7 +5,6 @@ mod authz;
 pub mod coverage;
 mod labels;
 mod namespaces;
-pub mod quantity;
 mod scale;
 mod services;
 mod vm;
@@ -19,7 +18,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub use authz::{AuthzMatch, Identity};
 pub use labels::address_problem;
-pub use namespaces::AppNamespaceLabels;
 pub use scale::{Autoscaler, ProxyRequests};
 pub use services::{CallRef, Service};
 pub use vm::WorkloadGroup;
@@ -269,7 +267,7 @@ pub fn build_with(
     resources: &[Resource],
     mesh: &MeshConfig,
     base: Option<&Model>,
-    app_labels: &[AppNamespaceLabels],
+    app_labels: &[crate::render::AppNamespaceLabels],
 ) -> Model {
     let mut model = Model::default();
 

@@ -8,21 +8,8 @@
 use super::labels::Labels;
 use super::{Injection, Namespace, NamespaceMtls};
 use crate::config::MeshConfig;
+use crate::render::AppNamespaceLabels;
 use std::collections::BTreeMap;
-
-/// Labels an app object sets on the namespace it deploys to (Argo CD
-/// `syncPolicy.managedNamespaceMetadata.labels` with `CreateNamespace=true`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AppNamespaceLabels {
-    pub namespace: String,
-    pub labels: Labels,
-    /// The app object (an Application, or the ApplicationSet whose template it is).
-    pub resource: String,
-    /// Where the labels are in that object.
-    pub path: Vec<String>,
-    /// Who sets them, for messages: "Application argocd/shop".
-    pub by: String,
-}
 
 pub(crate) const FROM_NAMESPACE: &str = "namespace";
 pub(crate) const FROM_ARGOCD: &str = "argocd";

@@ -2,9 +2,9 @@
 //! and the `sidecar.istio.io/proxyCPU` / `proxyMemory` annotations.
 
 use super::labels::Labels;
-use super::quantity;
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
+use crate::units::quantity;
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::HashMap;

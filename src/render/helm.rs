@@ -3,7 +3,7 @@
 
 use super::roots::{join, Root};
 use super::{Problem, SourceMap};
-use crate::manifest::yaml::{self, Limits, Node};
+use crate::yaml::{self, Limits, Node};
 use serde_json::Value as Json;
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@ use super::roots::{
     is_remote, join, parent, strings, InlinePatch, KustomizeOptions, KUSTOMIZATION_FILES,
 };
 use super::{Problem, SourceMap};
-use crate::manifest::yaml::{self, Limits, Node};
+use crate::yaml::{self, Limits, Node};
 use serde_json::Value as Json;
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -12,48 +12,18 @@ pub mod tools;
 pub mod values;
 
 pub use crate::child::memory_limit;
+use crate::config::{ConfigRoot, RenderConfig};
 use crate::finding::{Finding, Severity};
-use crate::manifest::{self, input_finding, yaml::Node, Limits, Resource, SourceFile};
+use crate::manifest::{self, input_finding, Limits, Location, Origin, Resource, SourceFile};
 use crate::workspace::Tree;
+use crate::yaml::Node;
+pub use roots::AppNamespaceLabels;
 use roots::{join, parent, Root, RootKind};
-use serde::Deserialize;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 pub use tools::{RenderLimits, Tools};
-
-/// `.meshward.yaml` `render:`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RenderConfig {
-    /// Roots to add, or to override (same path) with release, namespace and values.
-    #[serde(default)]
-    pub roots: Vec<ConfigRoot>,
-    /// Globs of root folders not to render (each reported as not checked).
-    #[serde(default)]
-    pub exclude: Vec<String>,
-    /// URLs under which app objects name this repository.
-    #[serde(default)]
-    pub repo_urls: Vec<String>,
-    #[serde(default)]
-    pub timeout_seconds: Option<u64>,
-    #[serde(default)]
-    pub max_output_bytes: Option<usize>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigRoot {
-    pub path: String,
-    #[serde(default)]
-    pub release: Option<String>,
-    #[serde(default)]
-    pub namespace: Option<String>,
-    /// Values files, relative to the root folder.
-    #[serde(default)]
-    pub values: Vec<String>,
-}
 
 /// Something wrong with a root, reported as a finding on its entry file.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,19 +97,12 @@ pub enum SourceMap {
     },
 }
 
-pub struct Location {
-    pub file: String,
-    pub line: u32,
-    /// Said in the finding when the line is only approximate.
-    pub note: Option<String>,
-}
-
 fn has_path(node: &Node, path: &[Json]) -> bool {
     let mut n = node;
     for step in path {
         let next = match (step, &n.value) {
             (Json::String(k), _) => n.get(k),
-            (Json::Number(i), crate::manifest::yaml::Value::Seq(items)) => {
+            (Json::Number(i), crate::yaml::Value::Seq(items)) => {
                 i.as_u64().and_then(|i| items.get(i as usize))
             }
             _ => None,
@@ -161,8 +124,8 @@ fn pointer(path: &[Json]) -> String {
         .collect()
 }
 
-impl SourceMap {
-    pub fn locate(&self, path: &[Json]) -> Location {
+impl manifest::Origin for SourceMap {
+    fn locate(&self, path: &[Json]) -> Location {
         match self {
             SourceMap::Kustomize { origin, patches, entry } => {
                 let wanted = pointer(path);
@@ -653,7 +616,7 @@ pub struct Plan {
     pub directories: Vec<DirectoryRoot>,
     pub findings: Vec<Finding>,
     /// Labels Argo CD Applications set on the namespaces they create.
-    pub namespace_labels: Vec<crate::model::AppNamespaceLabels>,
+    pub namespace_labels: Vec<AppNamespaceLabels>,
 }
 
 pub fn plan(
@@ -1358,21 +1321,5 @@ pub fn render_root(
     Rendered {
         resources: loaded.resources,
         findings,
-    }
-}
-
-/// The revision's folder on disk: the working tree itself, or a git revision
-/// extracted to a temporary folder.
-pub enum Materialized {
-    Borrowed(PathBuf),
-    Temp(tempfile::TempDir),
-}
-
-impl Materialized {
-    pub fn path(&self) -> &Path {
-        match self {
-            Materialized::Borrowed(p) => p,
-            Materialized::Temp(t) => t.path(),
-        }
     }
 }

@@ -507,6 +507,20 @@ pub fn app_sources(
     (out, external)
 }
 
+/// Labels an app object sets on the namespace it deploys to (Argo CD
+/// `syncPolicy.managedNamespaceMetadata.labels` with `CreateNamespace=true`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppNamespaceLabels {
+    pub namespace: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The app object (an Application, or the ApplicationSet whose template it is).
+    pub resource: String,
+    /// Where the labels are in that object.
+    pub path: Vec<String>,
+    /// Who sets them, for messages: "Application argocd/shop".
+    pub by: String,
+}
+
 /// The labels Argo CD sets on the namespaces its Applications create: with the
 /// `CreateNamespace=true` sync option, `syncPolicy.managedNamespaceMetadata.labels` on
 /// `destination.namespace` (without the option Argo CD sets nothing). Applications,
@@ -517,7 +531,7 @@ pub fn app_namespace_labels(
     resources: &[Resource],
     repo_urls: &BTreeSet<String>,
     repo: &dyn RepoLookup,
-) -> Vec<crate::model::AppNamespaceLabels> {
+) -> Vec<AppNamespaceLabels> {
     let same_repo = |url: &str| repo_urls.contains(&normalize_repo_url(url));
     let mut out = Vec::new();
     for r in resources
@@ -556,7 +570,7 @@ fn managed_namespace(
     app: &Json,
     at: &[&str],
     by: String,
-) -> Option<crate::model::AppNamespaceLabels> {
+) -> Option<AppNamespaceLabels> {
     let creates = app
         .pointer("/spec/syncPolicy/syncOptions")
         .and_then(Json::as_array)
@@ -579,7 +593,7 @@ fn managed_namespace(
     }
     let mut path: Vec<String> = at.iter().map(|p| p.to_string()).collect();
     path.extend(["spec", "syncPolicy", "managedNamespaceMetadata", "labels"].map(String::from));
-    Some(crate::model::AppNamespaceLabels {
+    Some(AppNamespaceLabels {
         namespace,
         labels: out,
         resource: r.id.clone(),

@@ -191,7 +191,7 @@ fn list(ids: &[String]) -> String {
 
 /// What the change does to the mesh, in brief (the markdown report has the tables).
 fn changes(out: &mut String, c: &crate::changes::Changes) {
-    use crate::model::quantity::{bytes_text, cores_text};
+    use crate::units::quantity::{bytes_text, cores_text};
     let _ = writeln!(out, "  what this change does to the mesh:");
     let p = &c.proxy_cost;
     if let Some(summary) = &p.summary {

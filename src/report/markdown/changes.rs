@@ -4,7 +4,7 @@
 
 use super::cell;
 use crate::changes::{Change, Changes, SelectorChange};
-use crate::model::quantity::{bytes_text, cores_text};
+use crate::units::quantity::{bytes_text, cores_text};
 use std::fmt::Write;
 
 /// Rows per table; the rest are counted and left to the JSON report.
