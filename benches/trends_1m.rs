@@ -10,8 +10,9 @@
 //! `meshward_bench_trends` is created and dropped) and on SQLite (a temp file).
 //! Under `cargo test` it runs once on 5,000 runs on SQLite as a smoke test.
 
-use meshward::jobs::Clock;
-use meshward::server::{self, metrics::Metrics, ApiConfig, AppState};
+use meshward::clock::Clock;
+use meshward::metrics::Metrics;
+use meshward::server::{self, ApiConfig, AppState};
 use meshward::store::{RunsPageQuery, Store};
 use meshward::trends::{self, Interval, Range};
 use std::sync::Arc;

@@ -1,10 +1,12 @@
 //! `meshward serve`: wiring the store, GitHub client, workers and HTTP server
 //! together from a [`ServiceConfig`] (the command line builds it: [`crate::cli`]).
 
+use crate::clock::Clock;
 use crate::evidence::PrometheusSource;
 use crate::github::{AppIdentity, GitHub, GitHubConfig, WebhookSecrets};
-use crate::jobs::{self, Clock, QueueConfig, Worker};
-use crate::server::{self, metrics::Metrics, AppState};
+use crate::jobs::{self, QueueConfig, Worker};
+use crate::metrics::Metrics;
+use crate::server::{self, AppState};
 use crate::store::Store;
 use anyhow::{Context, Result};
 use std::sync::Arc;

@@ -11,8 +11,9 @@
 use crate::service_support;
 
 use futures_util::{SinkExt, StreamExt};
-use meshward::jobs::Clock;
-use meshward::server::{self, metrics::Metrics};
+use meshward::clock::Clock;
+use meshward::metrics::Metrics;
+use meshward::server;
 use serde_json::{json, Value};
 use service_support::seed::{self, DAY, HOUR, T0};
 use service_support::*;

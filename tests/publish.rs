@@ -5,8 +5,10 @@
 
 use crate::service_support;
 
-use meshward::jobs::{Clock, Processed, Worker};
-use meshward::server::{metrics::Metrics, router};
+use meshward::clock::Clock;
+use meshward::jobs::{Processed, Worker};
+use meshward::metrics::Metrics;
+use meshward::server::router;
 use meshward::store::*;
 use service_support::fake_github::{CheckRun, Fault};
 use service_support::*;

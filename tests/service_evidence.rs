@@ -5,10 +5,11 @@
 use crate::prometheus_support;
 use crate::service_support;
 
+use meshward::clock::Clock;
 use meshward::evidence::prometheus::SourceSettings;
 use meshward::evidence::PrometheusSource;
-use meshward::jobs::{Clock, Processed};
-use meshward::server::metrics::Metrics;
+use meshward::jobs::Processed;
+use meshward::metrics::Metrics;
 use meshward::store::*;
 use prometheus_support::*;
 use service_support::*;

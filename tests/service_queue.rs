@@ -3,8 +3,9 @@
 
 use crate::service_support;
 
-use meshward::jobs::{self, Clock, Processed, QueueConfig, Worker};
-use meshward::server::metrics::Metrics;
+use meshward::clock::Clock;
+use meshward::jobs::{self, Processed, QueueConfig, Worker};
+use meshward::metrics::Metrics;
 use meshward::store::*;
 use service_support::fake_github::Fault;
 use service_support::*;

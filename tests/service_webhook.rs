@@ -3,8 +3,10 @@
 
 use crate::service_support;
 
-use meshward::jobs::{Clock, Processed};
-use meshward::server::{metrics::Metrics, router};
+use meshward::clock::Clock;
+use meshward::jobs::Processed;
+use meshward::metrics::Metrics;
+use meshward::server::router;
 use meshward::store::*;
 use serde_json::Value;
 use service_support::*;

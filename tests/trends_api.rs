@@ -4,8 +4,9 @@
 
 use crate::service_support;
 
-use meshward::jobs::Clock;
-use meshward::server::{self, metrics::Metrics};
+use meshward::clock::Clock;
+use meshward::metrics::Metrics;
+use meshward::server;
 use meshward::store::*;
 use serde_json::Value;
 use service_support::seed::{self, DAY, HOUR, T0};

@@ -4,8 +4,8 @@
 
 pub mod chart;
 
-use crate::server::api::{RepoView, RunView};
 use crate::store::{Metrics, RunOutcome};
+use crate::trends::views::{RepoView, RunView};
 use crate::trends::{percent, short_sha, Interval, Series};
 use chart::{Chart, Line};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -476,8 +476,8 @@ pub fn message_page(title: &str, message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::api::LatestView;
     use crate::store::{BucketRow, CoverageNumbers, FindingCounts};
+    use crate::trends::views::LatestView;
     use crate::trends::{build_series, Range};
 
     fn metrics(workloads: i64, with_proxy: i64, strict: i64) -> Metrics {

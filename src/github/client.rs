@@ -3,7 +3,7 @@
 //! repository, or with a plain token), retries server errors and rate limits, bounds
 //! the response size, and counts calls by status for `/metrics`.
 
-use crate::server::metrics::Metrics;
+use crate::metrics::Metrics;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};

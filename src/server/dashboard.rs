@@ -261,7 +261,7 @@ async fn run_inner(
     })?;
     let findings = state.store.findings(id).await?;
     let namespaces = state.store.namespace_metrics(id).await?;
-    let view = api::run_view(found, &state.api.github_web_url);
+    let view = crate::trends::views::run_view(found, &state.api.github_web_url);
     Ok(dashboard::run_page(&name, &view, &findings, &namespaces))
 }
 
@@ -295,7 +295,7 @@ async fn repo_inner(
         .await?;
     let runs: Vec<_> = runs
         .into_iter()
-        .map(|r| api::run_view(r, &state.api.github_web_url))
+        .map(|r| crate::trends::views::run_view(r, &state.api.github_web_url))
         .collect();
     let mut query: Vec<(String, String)> = q
         .iter()

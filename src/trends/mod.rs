@@ -3,6 +3,7 @@
 //! [`render`] turns a series into a table, CSV or JSON, the server into JSON and HTML.
 
 pub mod render;
+pub mod views;
 
 use crate::store::{BucketRow, Metrics, RunOutcome};
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};

@@ -2,9 +2,11 @@
 //! requests, fixture payloads, a GitOps repository in the fake GitHub, polling.
 #![allow(dead_code)]
 
+use meshward::clock::Clock;
 use meshward::github::{webhook, AppIdentity, GitHub, GitHubAuth, GitHubConfig, RetryPolicy};
-use meshward::jobs::{Clock, QueueConfig, Worker};
-use meshward::server::{metrics::Metrics, AppState};
+use meshward::jobs::{QueueConfig, Worker};
+use meshward::metrics::Metrics;
+use meshward::server::AppState;
 use meshward::store::Store;
 use serde_json::Value;
 use std::sync::Arc;
