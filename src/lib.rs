@@ -30,7 +30,7 @@ pub mod units;
 pub mod workspace;
 pub mod yaml;
 
-use analysis::{CheckError, Options, Revision};
+use analysis::{CheckError, Revision};
 use anyhow::Context;
 use std::path::PathBuf;
 
@@ -94,32 +94,13 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         Some(path) => Some(evidence::Evidence::from_file(path)?),
         None => None,
     };
-    let changed_paths = match req.render_all {
-        true => None,
-        false => base
-            .as_ref()
-            .and_then(|(b, _)| workspace::changed_paths(b, &head_tree)),
-    };
     let repo_urls = match &repo {
         Some(repo) => repo.remote_urls(),
         None => workspace::GitRepo::discover(&req.path)
             .map(|r| r.remote_urls())
             .unwrap_or_default(),
     };
-    let opts = Options {
-        tools: render::Tools::discover(),
-        repo_urls,
-        changed_paths,
-        extra_policies,
-        evidence,
-        prometheus: req.prometheus.clone(),
-        fail_on: req.fail_on,
-        today: req.today,
-        limits: manifest::Limits::default(),
-        render_limits: render::RenderLimits::default(),
-        policy_limits: policy::PolicyLimits::default(),
-    };
-    let mut report = analysis::analyze(
+    let mut report = analysis::check(
         base.as_ref().map(|(tree, label)| Revision {
             label: label.clone(),
             tree,
@@ -128,8 +109,17 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
             label: head_label,
             tree: &head_tree,
         },
-        &opts,
-    );
+        analysis::CheckSettings {
+            repo_urls,
+            extra_policies,
+            evidence,
+            prometheus: req.prometheus.clone(),
+            fail_on: req.fail_on,
+            today: req.today,
+            render_all: req.render_all,
+        },
+    )
+    .map(|checked| checked.report);
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "analysed"

@@ -2,8 +2,7 @@
 //! pipeline as `meshward check`, store the run, and publish it to the pull request.
 
 use super::{Phase, Progress, Worker};
-use crate::analysis::{self, Options, Revision};
-use crate::config::{PublishConfig, RepoConfig, CONFIG_FILE};
+use crate::analysis::{self, Revision};
 use crate::github::tarball::{self, ExtractLimits};
 use crate::github::RepoClient;
 use crate::publish::{self, post::Target, Plan};
@@ -33,7 +32,6 @@ struct Checked {
     /// The base commit compared against (the merge base of the PR), if any.
     base_sha: Option<String>,
     changed_paths: Option<BTreeSet<String>>,
-    publish: PublishConfig,
 }
 
 fn client_of(worker: &Worker) -> Result<&crate::github::GitHub> {
@@ -136,7 +134,7 @@ pub(super) async fn execute(
                 head_sha: &job.head_sha,
                 base_sha: checked.base_sha.as_deref(),
                 changed_paths: checked.changed_paths.as_ref(),
-                inline_comments: checked.publish.inline_comments,
+                inline_comments: checked.report.publish.inline_comments,
             },
         )
     });
@@ -368,25 +366,7 @@ async fn check(
             None => None,
         };
         // Render only the roots that read a file the PR changes.
-        let changed_paths = base_tree
-            .as_ref()
-            .and_then(|b| workspace::changed_paths(b, &head_tree));
-        // Like every setting, the publish switch comes from base. (An invalid file
-        // fails the analysis below with its line.)
-        let publish = base_tree
-            .as_ref()
-            .unwrap_or(&head_tree)
-            .get(CONFIG_FILE)
-            .and_then(|f| RepoConfig::parse(&String::from_utf8_lossy(&f.bytes)).ok())
-            .map(|c| c.publish)
-            .unwrap_or_default();
-        let opts = Options {
-            repo_urls,
-            changed_paths: changed_paths.clone(),
-            prometheus,
-            ..Options::new(chrono::Local::now().date_naive())
-        };
-        let report = analysis::analyze(
+        let checked = analysis::check(
             base_tree.as_ref().map(|tree| Revision {
                 label: base_label.clone().unwrap_or_default(),
                 tree,
@@ -395,7 +375,15 @@ async fn check(
                 label: head_label,
                 tree: &head_tree,
             },
-            &opts,
+            analysis::CheckSettings {
+                repo_urls,
+                extra_policies: Vec::new(),
+                evidence: None,
+                prometheus,
+                fail_on: None,
+                today: chrono::Local::now().date_naive(),
+                render_all: false,
+            },
         )
         .map_err(|e| match e {
             crate::analysis::CheckError::Config(e) => {
@@ -405,10 +393,9 @@ async fn check(
         })?;
         drop((head_dir, base_dir));
         Ok(Checked {
-            report,
+            report: checked.report,
             base_sha: None,
-            changed_paths,
-            publish,
+            changed_paths: checked.changed_paths,
         })
     })
     .await

@@ -1,5 +1,6 @@
 //! The policy engine: Rego (regorus), compiled once, evaluated per revision.
 
+pub(crate) mod input;
 mod isolated;
 mod test_runner;
 

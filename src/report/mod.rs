@@ -35,6 +35,10 @@ pub struct Report {
     /// scanning reads them.
     #[serde(skip)]
     pub repo_prefix: String,
+    /// What the repository's config asks of publishing (read with the rest of it,
+    /// from base). Not part of the JSON.
+    #[serde(skip)]
+    pub publish: crate::config::PublishConfig,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -1,0 +1,148 @@
+//! Evaluating the policies over one revision and turning what they return into findings.
+
+use crate::config::RepoConfig;
+use crate::evidence::Evidence;
+use crate::finding::{Finding, Severity, Status};
+use crate::manifest::{self, input_finding, Resource};
+use crate::model::Model;
+use crate::policy::input::{build_input, policy_value};
+use crate::policy::{Policies, PolicyLimits, RawFinding};
+use crate::report::RevisionSummary;
+use anyhow::Result;
+use std::collections::HashMap;
+
+pub(super) struct Evaluated {
+    pub(super) resources: Vec<Resource>,
+    pub(super) findings: Vec<Finding>,
+    pub(super) model: Model,
+    pub(super) summary: RevisionSummary,
+}
+
+/// Evaluates the policies over one revision. `own` is the revision's model as a
+/// policy value when the caller has it already; `base` is base's model as one.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn evaluate_revision(
+    (loaded, model): (manifest::Loaded, Model),
+    own: Option<&regorus::Value>,
+    base: Option<&regorus::Value>,
+    label: &str,
+    (policies, limits): (&Policies, &PolicyLimits),
+    config: &RepoConfig,
+    evidence: Option<&Evidence>,
+) -> Evaluated {
+    let started = std::time::Instant::now();
+    let own = own.cloned().unwrap_or_else(|| policy_value(&model));
+    let input = build_input(&loaded.resources, own, base, evidence, config);
+    tracing::debug!(
+        revision = label,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "policy input built"
+    );
+    let (raw, problems) = policies.evaluate(input, limits);
+    tracing::debug!(
+        revision = label,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "policies evaluated"
+    );
+    let by_id: HashMap<&str, &Resource> = loaded
+        .resources
+        .iter()
+        .map(|r| (r.id.as_str(), r))
+        .collect();
+    let mut findings = loaded.findings;
+    for p in problems {
+        findings.push(input_finding(
+            "policy/error",
+            Severity::Error,
+            &p.file,
+            1,
+            p.message,
+        ));
+    }
+    for raw in raw {
+        match to_finding(raw, &by_id, config) {
+            Ok(Some(f)) => findings.push(f),
+            Ok(None) => {}
+            Err(message) => findings.push(input_finding(
+                "policy/error",
+                Severity::Error,
+                "(policy)",
+                1,
+                message,
+            )),
+        }
+    }
+    // Policies may return the same finding through two rule bodies.
+    findings.sort_by(|a, b| {
+        a.identity()
+            .cmp(&b.identity())
+            .then(a.message.cmp(&b.message))
+    });
+    findings.dedup_by(|a, b| a.identity() == b.identity() && a.message == b.message);
+    Evaluated {
+        summary: RevisionSummary {
+            revision: label.to_string(),
+            files: loaded.files,
+            resources: loaded.resources.len(),
+            skipped_documents: loaded.skipped_documents,
+            files_not_read: loaded.files_not_read,
+        },
+        resources: loaded.resources,
+        findings,
+        model,
+    }
+}
+
+pub(super) fn to_finding(
+    raw: RawFinding,
+    by_id: &HashMap<&str, &Resource>,
+    config: &RepoConfig,
+) -> Result<Option<Finding>, String> {
+    let Some(mut severity) = Severity::parse(&raw.severity) else {
+        return Err(format!(
+            "rule {} returned severity {:?}; it must be error, warning or info",
+            raw.rule, raw.severity
+        ));
+    };
+    if let Some(setting) = config.rules.get(&raw.rule) {
+        match setting.severity() {
+            None => return Ok(None),
+            Some(s) => severity = s,
+        }
+    }
+    let resource = match raw.resource.as_deref() {
+        Some(id) => Some(by_id.get(id).copied().ok_or_else(|| {
+            format!(
+                "rule {} named resource {id:?}, which is not in the checked tree: {}",
+                raw.rule, raw.message
+            )
+        })?),
+        None => None,
+    };
+    let (file, line, note) = match resource {
+        Some(r) => r.locate(&raw.path),
+        None => (String::new(), 0, None),
+    };
+    let message = match note {
+        Some(note) => format!("{} ({note})", raw.message),
+        None => raw.message,
+    };
+    Ok(Some(Finding {
+        rule: raw.rule,
+        severity,
+        status: Status::Existing,
+        resource: resource.map(Resource::reference),
+        file,
+        line,
+        path: raw.path,
+        message,
+        istio_code: raw.istio_code,
+        subjects: {
+            let mut s = raw.subjects;
+            s.sort();
+            s.dedup();
+            s
+        },
+        unchecked: false,
+    }))
+}

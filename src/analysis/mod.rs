@@ -1,0 +1,558 @@
+//! The pipeline: (base, head) trees → findings with status, and coverage. The CLI and
+//! the service both call [`analyze`].
+
+use crate::config::{RepoConfig, CONFIG_FILE};
+use crate::evidence::Evidence;
+use crate::finding::{sort_findings, FailOn, Finding, Severity, Status};
+use crate::manifest::{self, input_finding, Limits, Resource, SourceFile};
+use crate::model::{self, coverage, Model};
+use crate::policy::{self, Policies, PolicyLimits, PolicySource};
+use crate::report::{CoverageReport, Report, RootOutcome, Summary, Verdict};
+use crate::workspace::Tree;
+use anyhow::Result;
+use chrono::NaiveDate;
+use std::collections::HashMap;
+
+mod diff;
+mod evaluate;
+mod exceptions;
+mod limits;
+mod revision;
+
+use crate::policy::input::policy_value;
+use diff::diff;
+use evaluate::{evaluate_revision, Evaluated};
+use exceptions::apply_exceptions;
+use limits::{limits_above_ceiling, policy_limits};
+use revision::{
+    is_manifest, parse_revision, render_context, render_note, root_outcomes, touched_failures,
+    Parsed,
+};
+
+pub const REPO_POLICY_DIR: &str = ".meshward/policies/";
+
+/// A revision to check.
+pub struct Revision<'a> {
+    /// What to call it in reports: a commit id, or "working tree".
+    pub label: String,
+    pub tree: &'a Tree,
+}
+
+pub struct Options {
+    /// helm and kustomize, for render roots.
+    pub tools: crate::render::Tools,
+    /// URLs under which app objects name this repository (besides `render.repo_urls`).
+    pub repo_urls: Vec<String>,
+    /// Paths the change touches; only render roots reading one are rendered. None:
+    /// render every root.
+    pub changed_paths: Option<std::collections::BTreeSet<String>>,
+    /// Policies given on the command line: trusted like the built-ins.
+    pub extra_policies: Vec<PolicySource>,
+    /// Evidence from a file (`--evidence`); wins over `prometheus`.
+    pub evidence: Option<Evidence>,
+    /// Where to gather evidence for the STRICT scopes a change introduces (with the
+    /// repository's `evidence.prometheus`). None: only `evidence` is used.
+    pub prometheus: Option<std::sync::Arc<crate::evidence::PrometheusSource>>,
+    /// Overrides the config file's `fail_on`.
+    pub fail_on: Option<FailOn>,
+    /// The day exceptions are judged against.
+    pub today: NaiveDate,
+    pub limits: Limits,
+    /// The server's (or CLI's) render limits: ceilings a repository's
+    /// `render.timeout_seconds` / `render.max_output_bytes` may lower, never raise.
+    pub render_limits: crate::render::RenderLimits,
+    /// The same for evaluating policies (`policy.timeout_seconds`, `policy.max_memory_mib`).
+    pub policy_limits: PolicyLimits,
+}
+
+impl Options {
+    /// Built-in policies only, no evidence, tools found as usual, every root rendered.
+    pub fn new(today: NaiveDate) -> Options {
+        Options {
+            tools: crate::render::Tools::discover(),
+            repo_urls: Vec::new(),
+            changed_paths: None,
+            extra_policies: Vec::new(),
+            evidence: None,
+            prometheus: None,
+            fail_on: None,
+            today,
+            limits: Limits::default(),
+            render_limits: crate::render::RenderLimits::default(),
+            policy_limits: PolicyLimits::default(),
+        }
+    }
+}
+
+/// What `meshward check` and the service's worker ask of the pipeline, beyond the
+/// revisions.
+pub struct CheckSettings {
+    /// URLs under which app objects name this repository.
+    pub repo_urls: Vec<String>,
+    /// Policies given on the command line: trusted like the built-ins.
+    pub extra_policies: Vec<PolicySource>,
+    pub evidence: Option<Evidence>,
+    pub prometheus: Option<std::sync::Arc<crate::evidence::PrometheusSource>>,
+    pub fail_on: Option<FailOn>,
+    pub today: NaiveDate,
+    /// With a base, render every root, not only those the change touches.
+    pub render_all: bool,
+}
+
+/// What the pipeline gave: the report, and the paths the change touches (None
+/// without a base, or when every root was rendered).
+pub struct Checked {
+    pub report: Report,
+    pub changed_paths: Option<std::collections::BTreeSet<String>>,
+}
+
+/// The pipeline's one entry, for `meshward check` and the service's worker alike:
+/// the paths the change touches, the options with this machine's tools and the
+/// server's limits, then [`analyze`].
+pub fn check(
+    base: Option<Revision>,
+    head: Revision,
+    settings: CheckSettings,
+) -> Result<Checked, CheckError> {
+    let changed_paths = match (&base, settings.render_all) {
+        (Some(b), false) => crate::workspace::changed_paths(b.tree, head.tree),
+        _ => None,
+    };
+    let opts = Options {
+        repo_urls: settings.repo_urls,
+        changed_paths: changed_paths.clone(),
+        extra_policies: settings.extra_policies,
+        evidence: settings.evidence,
+        prometheus: settings.prometheus,
+        fail_on: settings.fail_on,
+        ..Options::new(settings.today)
+    };
+    let report = analyze(base, head, &opts)?;
+    Ok(Checked {
+        report,
+        changed_paths,
+    })
+}
+
+/// Something that stops a check as a whole (exit code 2); everything else is a finding.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+pub fn analyze(
+    base: Option<Revision>,
+    head: Revision,
+    opts: &Options,
+) -> Result<Report, CheckError> {
+    // Config and repository policies come from base: a change cannot waive itself.
+    let config_tree = base.as_ref().map(|b| b.tree).unwrap_or(head.tree);
+    let mut config = match config_tree.get(CONFIG_FILE) {
+        Some(f) => RepoConfig::parse(&String::from_utf8_lossy(&f.bytes))?,
+        None => RepoConfig::default(),
+    };
+    let repo_policies: Vec<PolicySource> = config_tree
+        .files
+        .iter()
+        .filter(|f| f.path.starts_with(REPO_POLICY_DIR) && f.path.ends_with(".rego"))
+        .map(|f| PolicySource {
+            path: f.path.clone(),
+            text: String::from_utf8_lossy(&f.bytes).into_owned(),
+        })
+        .collect();
+    let mut trusted = policy::builtin();
+    trusted.extend(opts.extra_policies.iter().cloned());
+    let policies = Policies::compile(&trusted, &repo_policies)?;
+
+    let mut notes = Vec::new();
+    if let Some(b) = &base {
+        if policy_files_differ(b.tree, head.tree) {
+            notes.push(format!(
+                "This change edits {REPO_POLICY_DIR} or {CONFIG_FILE}; policies, rules and exceptions are read from the base revision, so the edits take effect after merge."
+            ));
+        }
+    } else {
+        notes.push(
+            "No base revision: every finding is `existing`, and the rules about a change (mtls/strict-skips-permissive, mtls/strict-without-evidence, mtls/plaintext-traffic-present, injection/rollout-required, authz/identity-change) were not evaluated: they judge what a change turns on, and there is nothing to compare with."
+                .to_string(),
+        );
+    }
+    notes.extend(apply_install_mesh(
+        &mut config,
+        config_tree,
+        base.as_ref().map(|_| head.tree),
+        &opts.limits,
+    ));
+    if opts.evidence.is_none() && opts.prometheus.is_none() {
+        notes.push(
+            "No telemetry evidence was given: STRICT mTLS cannot be shown safe (--evidence)."
+                .to_string(),
+        );
+    }
+
+    let started = std::time::Instant::now();
+    // Base's model is built on base's thread while head is parsed, unless context
+    // roots may still be added to base (a root base left unrendered).
+    let (mut head_parsed, base_parsed) = rayon::join(
+        || parse_revision(&head, &config, opts),
+        || {
+            base.as_ref().map(|b| {
+                let parsed = parse_revision(b, &config, opts);
+                let complete = parsed.rendered.iter().all(|r| *r);
+                let model = complete.then(|| {
+                    model::build_with(
+                        &parsed.loaded.resources,
+                        &config.mesh,
+                        None,
+                        &parsed.namespace_labels,
+                    )
+                });
+                (parsed, model)
+            })
+        },
+    );
+    let (mut base_parsed, mut base_model) = base_parsed.unzip();
+    if let Some(changed) = &opts.changed_paths {
+        let before = base_parsed.as_ref().map(Parsed::linked);
+        render_context(
+            (&head, &mut head_parsed),
+            base.as_ref().zip(base_parsed.as_mut()),
+            changed,
+            &config,
+            opts,
+        );
+        if base_parsed.as_ref().map(Parsed::linked) != before {
+            base_model = None;
+        }
+    }
+    let roots = root_outcomes(&head_parsed);
+    if let Some(note) = render_note(&roots, opts.changed_paths.is_some()) {
+        notes.push(note);
+    }
+    let fail_closed = touched_failures(&head_parsed);
+    let head_labels = head_parsed.namespace_labels;
+    let head_parsed = head_parsed.loaded;
+    let base_loaded = base_parsed.map(|p| {
+        let model = base_model.flatten().unwrap_or_else(|| {
+            model::build_with(&p.loaded.resources, &config.mesh, None, &p.namespace_labels)
+        });
+        (p.loaded, model)
+    });
+    let base_model = base_loaded.as_ref().map(|(_, m)| m);
+    // Base's model is in both policy inputs (head's `base`, base's `model` and `base`):
+    // converted once and shared, as it is one of the largest parts of either.
+    let (head_model, base_value) = rayon::join(
+        || {
+            model::build_with(
+                &head_parsed.resources,
+                &config.mesh,
+                base_model,
+                &head_labels,
+            )
+        },
+        || base_model.map(policy_value),
+    );
+    let evidence = match &opts.evidence {
+        Some(e) => Some(e.clone()),
+        None => gather_evidence(opts, &config, &head_model, base_model, &mut notes),
+    };
+    let head_loaded = (head_parsed, head_model);
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "parsed and modelled"
+    );
+
+    let limits = policy_limits(&config, &opts.policy_limits);
+    let evaluate =
+        |loaded: (manifest::Loaded, Model), own: Option<&regorus::Value>, label: &str| {
+            evaluate_revision(
+                loaded,
+                own,
+                base_value.as_ref(),
+                label,
+                (&policies, &limits),
+                &config,
+                evidence.as_ref(),
+            )
+        };
+    let (head_eval, base_eval) = rayon::join(
+        || evaluate(head_loaded, None, &head.label),
+        || {
+            // Base is judged against itself: nothing in it is "introduced".
+            base_loaded.map(|loaded| {
+                evaluate(
+                    loaded,
+                    base_value.as_ref(),
+                    &base.as_ref().map(|b| b.label.clone()).unwrap_or_default(),
+                )
+            })
+        },
+    );
+    drop(base_value);
+
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "evaluated"
+    );
+    let mut findings = match &base_eval {
+        Some(b) => diff(&b.findings, &head_eval.findings),
+        None => head_eval.findings.clone(),
+    };
+    for p in &policies.problems {
+        findings.push(input_finding(
+            "policy/error",
+            Severity::Error,
+            &p.file,
+            1,
+            p.message.clone(),
+        ));
+    }
+    findings.extend(limits_above_ceiling(
+        &config,
+        &opts.render_limits,
+        &opts.policy_limits,
+    ));
+    // What could not be checked cannot pass, whether or not base failed alike: a
+    // policy that did not run, a root this change touches that did not render.
+    let edited = |file: &str| match &base {
+        Some(b) => b.tree.get(file).map(|f| &f.bytes) != head.tree.get(file).map(|f| &f.bytes),
+        None => false,
+    };
+    for f in findings.iter_mut() {
+        if f.status == Status::Resolved {
+            continue;
+        }
+        let unchecked = if f.rule == "policy/error" {
+            // The change that repairs a repository policy would be blocked by it.
+            !(f.file.starts_with(REPO_POLICY_DIR) && edited(&f.file))
+        } else {
+            fail_closed.contains(&f.identity())
+        };
+        if unchecked {
+            f.unchecked = true;
+            if f.status == Status::Existing && base.is_some() {
+                f.message.push_str(if f.rule == "policy/error" {
+                    " This blocks the change although base failed alike: a rule that did not run cannot pass it."
+                } else {
+                    " This change touches the root, so it could not be checked, and it does not pass although base failed alike."
+                });
+            }
+        }
+    }
+    let suppressed = apply_exceptions(&mut findings, &config, opts.today);
+    sort_findings(&mut findings);
+
+    tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "diffed");
+    let fail_on = opts.fail_on.or(config.fail_on).unwrap_or(FailOn::Error);
+    let gating = |f: &&Finding| match f.status {
+        Status::Introduced => true,
+        Status::Existing => base.is_none() || f.unchecked,
+        Status::Resolved => false,
+    };
+    let blocking = findings
+        .iter()
+        .filter(gating)
+        .filter(|f| fail_on.blocks(f.severity))
+        .count();
+    let live = |s: Severity| {
+        findings
+            .iter()
+            .filter(|f| f.status != Status::Resolved && f.severity == s)
+            .count()
+    };
+    let summary = Summary {
+        verdict: if blocking > 0 {
+            Verdict::Fail
+        } else {
+            Verdict::Pass
+        },
+        fail_on,
+        blocking,
+        introduced: findings
+            .iter()
+            .filter(|f| f.status == Status::Introduced)
+            .count(),
+        existing: findings
+            .iter()
+            .filter(|f| f.status == Status::Existing)
+            .count(),
+        resolved: findings
+            .iter()
+            .filter(|f| f.status == Status::Resolved)
+            .count(),
+        errors: live(Severity::Error),
+        warnings: live(Severity::Warning),
+        infos: live(Severity::Info),
+        suppressed: suppressed.len(),
+        policies: policies.count,
+        head: head_eval.summary.clone(),
+        base: base_eval.as_ref().map(|b| b.summary.clone()),
+        nothing_to_check: nothing_to_check(&head_eval, base_eval.as_ref(), &roots, &findings),
+        notes,
+        roots,
+    };
+    let changes = base_eval
+        .as_ref()
+        .map(|b| crate::changes::of(&b.model, &head_eval.model, &config.mesh));
+    let changed = match &base_eval {
+        Some(b) => changed_resources(&b.resources, &head_eval.resources),
+        None => Default::default(),
+    };
+    Ok(Report {
+        repo_prefix: String::new(),
+        publish: config.publish.clone(),
+        findings,
+        suppressed,
+        evidence,
+        coverage: CoverageReport {
+            base: base_eval.as_ref().map(|b| coverage::of(&b.model)),
+            head: coverage::of(&head_eval.model),
+        },
+        changes,
+        summary,
+        models: crate::report::Models {
+            head: head_eval.model,
+            base: base_eval.map(|b| b.model),
+            head_resources: head_eval.resources.iter().map(|r| r.id.clone()).collect(),
+            changed,
+        },
+    })
+}
+
+/// Why nothing was checked, when neither revision holds a Kubernetes object, a
+/// render root or anything meshward has to say about its files.
+fn nothing_to_check(
+    head: &Evaluated,
+    base: Option<&Evaluated>,
+    roots: &[RootOutcome],
+    findings: &[Finding],
+) -> Option<String> {
+    let empty = |e: &Evaluated| e.resources.is_empty();
+    if !(empty(head) && base.is_none_or(empty) && roots.is_empty() && findings.is_empty()) {
+        return None;
+    }
+    let h = &head.summary;
+    Some(format!(
+        "nothing to check: no Kubernetes objects and no render roots (kustomize, Helm, Argo CD or Flux apps) were found ({} YAML files read as manifests, {} documents in them that are not cluster objects, {} dot-files and CI configs not read). Point meshward at the folder that holds the manifests, or select them with paths.include in .meshward.yaml.",
+        h.files, h.skipped_documents, h.files_not_read
+    ))
+}
+
+/// Asks Prometheus about the STRICT scopes head introduces over base, when a source
+/// is configured (server or CLI) and resolves for this repository.
+fn gather_evidence(
+    opts: &Options,
+    config: &RepoConfig,
+    head: &Model,
+    base: Option<&Model>,
+    notes: &mut Vec<String>,
+) -> Option<Evidence> {
+    let source = opts.prometheus.as_ref()?;
+    // Evidence is about what a change turns STRICT; without a base nothing is judged.
+    base?;
+    let target = match source.resolve(config.evidence.prometheus.as_ref()) {
+        Some(t) => t,
+        None => {
+            notes.push(
+                "No Prometheus is configured (evidence.prometheus in .meshward.yaml, or the server's default): STRICT mTLS cannot be shown safe."
+                    .to_string(),
+            );
+            return None;
+        }
+    };
+    let scopes = crate::evidence::introduced_strict(head, base, &config.mesh);
+    if scopes.is_empty() {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let evidence = source.gather_blocking(&target, &scopes);
+    tracing::debug!(
+        scopes = scopes.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "evidence gathered"
+    );
+    Some(evidence)
+}
+
+/// Head resources that are new or whose object differs from base's.
+/// One id may stand for several objects (the Jobs of one `generateName`): a head
+/// object is unchanged when base has one like it under its id.
+fn changed_resources(base: &[Resource], head: &[Resource]) -> std::collections::BTreeSet<String> {
+    let mut before: HashMap<&str, Vec<&serde_json::Value>> = HashMap::new();
+    for r in base {
+        before.entry(r.id.as_str()).or_default().push(&r.body);
+    }
+    head.iter()
+        .filter(|r| {
+            !before
+                .get(r.id.as_str())
+                .is_some_and(|bodies| bodies.contains(&&r.body))
+        })
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+fn policy_files_differ(base: &Tree, head: &Tree) -> bool {
+    let pick = |t: &Tree| -> Vec<(String, Vec<u8>)> {
+        t.files
+            .iter()
+            .filter(|f| f.path == CONFIG_FILE || f.path.starts_with(REPO_POLICY_DIR))
+            .map(|f| (f.path.clone(), f.bytes.clone()))
+            .collect()
+    };
+    pick(base) != pick(head)
+}
+
+/// The root namespace and trust domain the repository's IstioOperator files install,
+/// where `.meshward.yaml` sets none (see `manifest::install`). Read from the
+/// revision the config file is read from: the mesh runs with what is installed
+/// until it is reinstalled, and a change cannot move its own checks. A change that
+/// edits them is told so.
+fn apply_install_mesh(
+    config: &mut RepoConfig,
+    config_tree: &Tree,
+    head: Option<&Tree>,
+    limits: &Limits,
+) -> Vec<String> {
+    use manifest::install;
+    let resolve = |tree: &Tree| {
+        let files: Vec<&SourceFile> = tree
+            .files
+            .iter()
+            .filter(|f| is_manifest(f, config))
+            .collect();
+        install::resolve(
+            &config.mesh,
+            &config.mesh_keys,
+            &install::mesh_settings(&files, limits),
+        )
+    };
+    let (mesh, mut notes) = resolve(config_tree);
+    if let Some(head) = head {
+        let (after, _) = resolve(head);
+        let mut moved = Vec::new();
+        if after.root_namespace != mesh.root_namespace {
+            moved.push(format!(
+                "root namespace {} → {}",
+                mesh.root_namespace, after.root_namespace
+            ));
+        }
+        if after.trust_domain != mesh.trust_domain {
+            moved.push(format!(
+                "trust domain {} → {}",
+                mesh.trust_domain, after.trust_domain
+            ));
+        }
+        if !moved.is_empty() {
+            notes.push(format!(
+                "This change edits IstioOperator install files: {}. Both revisions are checked with the base revision's values, which the mesh keeps until istioctl installs the new ones.",
+                moved.join(", ")
+            ));
+        }
+    }
+    config.mesh = mesh;
+    notes
+}
