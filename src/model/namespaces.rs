@@ -21,7 +21,7 @@ pub(crate) fn unknown_reason(name: &str) -> String {
 
 fn namespace(name: &str, labels: Option<Labels>) -> Namespace {
     let injection = match &labels {
-        Some(l) => super::injection_of(l),
+        Some(l) => super::workloads::injection_of(l),
         None => Injection::default(),
     };
     Namespace {
@@ -184,7 +184,7 @@ mod tests {
                 false,
             ),
         ] {
-            let got = super::super::injection_of(&labels(&pairs));
+            let got = super::super::workloads::injection_of(&labels(&pairs));
             assert_eq!(got.conflict, conflict, "{name}");
         }
     }

@@ -100,7 +100,7 @@ pub fn group_of(r: &Resource) -> Option<WorkloadGroup> {
         canonical_revision,
         selected_by: Vec::new(),
         selected_by_services: Vec::new(),
-        spec_hash: super::hash_json(r.body.get("spec").unwrap_or(&Json::Null)),
+        spec_hash: super::workloads::hash_json(r.body.get("spec").unwrap_or(&Json::Null)),
     })
 }
 
