@@ -1,11 +1,11 @@
 //! Records the store reads and writes.
 
 use crate::report::{Report, Verdict};
-use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum JobKind {
     /// A pull request: base and head are checked, findings get a status.
     Check,
@@ -20,17 +20,11 @@ impl JobKind {
             JobKind::Baseline => "baseline",
         }
     }
-    pub fn parse(s: &str) -> Result<JobKind> {
-        Ok(match s {
-            "check" => JobKind::Check,
-            "baseline" => JobKind::Baseline,
-            _ => bail!("unknown job kind {s:?}"),
-        })
-    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum JobState {
     Queued,
     Running,
@@ -48,16 +42,6 @@ impl JobState {
             JobState::Failed => "failed",
             JobState::Superseded => "superseded",
         }
-    }
-    pub fn parse(s: &str) -> Result<JobState> {
-        Ok(match s {
-            "queued" => JobState::Queued,
-            "running" => JobState::Running,
-            "succeeded" => JobState::Succeeded,
-            "failed" => JobState::Failed,
-            "superseded" => JobState::Superseded,
-            _ => bail!("unknown job state {s:?}"),
-        })
     }
     pub const ALL: [JobState; 5] = [
         JobState::Queued,
@@ -100,7 +84,7 @@ impl Enqueued {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Job {
     pub id: i64,
     pub kind: JobKind,
@@ -156,7 +140,7 @@ pub enum DeliveryOutcome {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct RepoRecord {
     pub github_id: i64,
     pub full_name: String,
@@ -165,8 +149,9 @@ pub struct RepoRecord {
     pub installed: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum RunOutcome {
     Pass,
     Fail,
@@ -181,14 +166,6 @@ impl RunOutcome {
             RunOutcome::Fail => "fail",
             RunOutcome::Error => "error",
         }
-    }
-    pub fn parse(s: &str) -> Result<RunOutcome> {
-        Ok(match s {
-            "pass" => RunOutcome::Pass,
-            "fail" => RunOutcome::Fail,
-            "error" => RunOutcome::Error,
-            _ => bail!("unknown run outcome {s:?}"),
-        })
     }
 }
 
@@ -238,7 +215,7 @@ impl NewRun<'_> {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow)]
 pub struct RunCounts {
     pub blocking: i64,
     pub introduced: i64,
@@ -257,7 +234,7 @@ pub struct RunFilter {
     pub job_id: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct RunRecord {
     pub id: i64,
     pub job_id: Option<i64>,
@@ -271,10 +248,11 @@ pub struct RunRecord {
     pub finished_at_ms: i64,
     pub outcome: RunOutcome,
     pub error: Option<String>,
+    #[sqlx(flatten)]
     pub counts: RunCounts,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct FindingRecord {
     pub rule: String,
     pub severity: String,
@@ -350,7 +328,7 @@ pub struct CoverageRecord {
     pub namespaces: Vec<NamespaceCoverageRecord>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow)]
 pub struct TotalCoverageRecord {
     pub namespaces: i64,
     pub namespaces_strict: i64,
@@ -363,7 +341,7 @@ pub struct TotalCoverageRecord {
     pub workload_entries_total: i64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow)]
 pub struct NamespaceCoverageRecord {
     pub namespace: String,
     pub mtls_mode: String,
@@ -379,7 +357,8 @@ pub struct NamespaceCoverageRecord {
 
 /// How much of the mesh a revision enforces: for a whole repository, or one
 /// namespace (then `namespaces` is 1 and `mtls_mode` says which mode it has).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Read as a row: the columns of `coverage_totals`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct CoverageNumbers {
     pub workloads: i64,
     pub workloads_with_proxy: i64,
@@ -390,6 +369,7 @@ pub struct CoverageNumbers {
     /// Whole repository only (null for a namespace: not recorded per namespace).
     pub namespaces_injected: Option<i64>,
     /// One namespace only: its effective mTLS mode.
+    #[sqlx(skip)]
     pub mtls_mode: Option<String>,
     pub selectors_effective: i64,
     pub selectors_ineffective: i64,
@@ -420,11 +400,14 @@ impl CoverageNumbers {
 }
 
 /// Findings of a run (or of one namespace in it): by severity, those not resolved;
-/// by status, all.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// by status, all. Read as a row: the count columns of `runs` or `namespace_findings`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct FindingCounts {
+    #[sqlx(rename = "errors")]
     pub error: i64,
+    #[sqlx(rename = "warnings")]
     pub warning: i64,
+    #[sqlx(rename = "infos")]
     pub info: i64,
     pub introduced: i64,
     pub existing: i64,
