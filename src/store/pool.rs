@@ -94,7 +94,7 @@ impl Store {
         }
     }
 
-    pub fn from_sqlite(pool: SqlitePool) -> Store {
+    pub(crate) fn from_sqlite(pool: SqlitePool) -> Store {
         Store {
             pool: Pool::Sqlite(pool),
         }
@@ -107,7 +107,7 @@ impl Store {
         }
     }
 
-    pub fn migrator(backend: Backend) -> &'static Migrator {
+    pub(crate) fn migrator(backend: Backend) -> &'static Migrator {
         match backend {
             Backend::Postgres => &PG_MIGRATOR,
             Backend::Sqlite => &SQLITE_MIGRATOR,

@@ -99,7 +99,12 @@ impl Store {
         Ok(publications)
     }
 
-    pub async fn set_check_run(&self, job_id: i64, check_run_id: i64, now: i64) -> Result<()> {
+    pub(crate) async fn set_check_run(
+        &self,
+        job_id: i64,
+        check_run_id: i64,
+        now: i64,
+    ) -> Result<()> {
         self.update_publication(
             "check_run_id = $2, check_state = COALESCE(check_state, 'in_progress')",
             job_id,
@@ -116,12 +121,17 @@ impl Store {
         Ok(())
     }
 
-    pub async fn set_annotations_sent(&self, job_id: i64, sent: i64, now: i64) -> Result<()> {
+    pub(crate) async fn set_annotations_sent(
+        &self,
+        job_id: i64,
+        sent: i64,
+        now: i64,
+    ) -> Result<()> {
         self.update_publication("annotations_sent = $2", job_id, Some(sent), now)
             .await
     }
 
-    pub async fn set_publication_comment(
+    pub(crate) async fn set_publication_comment(
         &self,
         job_id: i64,
         comment_id: i64,
@@ -131,7 +141,7 @@ impl Store {
             .await
     }
 
-    pub async fn set_publication_review(
+    pub(crate) async fn set_publication_review(
         &self,
         job_id: i64,
         review_id: i64,
@@ -174,7 +184,7 @@ impl Store {
     }
 
     /// Notes on a publication what was left out of it (its state is unchanged).
-    pub async fn note_publication(&self, job_id: i64, note: &str, now: i64) -> Result<()> {
+    pub(crate) async fn note_publication(&self, job_id: i64, note: &str, now: i64) -> Result<()> {
         let sql = "UPDATE publications SET error = $2, updated_at_ms = $3 WHERE job_id = $1";
         with_pool!(self, p => sqlx::query(sql).bind(job_id).bind(note).bind(now).execute(p).await.map(|_| ())?);
         Ok(())
@@ -185,7 +195,7 @@ impl Store {
     /// The pull request a check job of this repository checked at `head_sha` (the
     /// latest such job): its number, base commit and base branch. A re-run of a
     /// fork's pull request names no pull request; this is where it is found first.
-    pub async fn pull_request_of_commit(
+    pub(crate) async fn pull_request_of_commit(
         &self,
         repo_id: i64,
         head_sha: &str,
@@ -206,7 +216,7 @@ impl Store {
 
     /// Gives a check job queued without a pull request (a fork's re-run) the pull
     /// request found for it, so its retries and its failure report know it.
-    pub async fn set_job_pull_request(
+    pub(crate) async fn set_job_pull_request(
         &self,
         job_id: i64,
         pr_number: i64,
@@ -273,7 +283,7 @@ impl Store {
 
     /// Records the summary comment unconditionally (the recorded one was deleted on
     /// GitHub and replaced), or notes which run last wrote it.
-    pub async fn set_pr_comment(
+    pub(crate) async fn set_pr_comment(
         &self,
         repo_id: i64,
         pr_number: i64,

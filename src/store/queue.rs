@@ -160,7 +160,7 @@ impl Store {
 
     /// Marks a job `worker` holds succeeded (its run is stored already). False: the
     /// lease was lost.
-    pub async fn finish(&self, job: &Job, worker: &str, now: i64) -> Result<bool> {
+    pub(crate) async fn finish(&self, job: &Job, worker: &str, now: i64) -> Result<bool> {
         let n = with_pool!(self, p => sqlx::query(SUCCEED).bind(job.id).bind(worker).bind(now).execute(p).await?.rows_affected());
         Ok(n == 1)
     }

@@ -232,7 +232,7 @@ impl Store {
     /// Stores the run of a job `worker` holds without finishing the job (it still
     /// has to publish), with what the run publishes (`plan_json`) in the same
     /// transaction. None (and nothing stored) when the lease was lost.
-    pub async fn save_run(
+    pub(crate) async fn save_run(
         &self,
         job: &Job,
         worker: &str,
@@ -281,7 +281,7 @@ impl Store {
 
     /// The run a job already stored, and what it publishes: a retried job publishes
     /// it instead of checking again.
-    pub async fn job_run(&self, job_id: i64) -> Result<Option<(i64, Option<String>)>> {
+    pub(crate) async fn job_run(&self, job_id: i64) -> Result<Option<(i64, Option<String>)>> {
         let sql = "SELECT r.id, p.plan_json FROM runs r \
                    LEFT JOIN publications p ON p.job_id = r.job_id WHERE r.job_id = $1";
         let run = with_pool!(self, p => {

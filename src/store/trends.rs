@@ -212,7 +212,7 @@ impl Store {
     /// service was told about (any case, as GitHub matches names), else from the
     /// newest run stored under exactly that name (an index lookup: an unknown name
     /// never scans the runs).
-    pub async fn find_repo(&self, full_name: &str) -> Result<Option<(i64, String)>> {
+    pub(crate) async fn find_repo(&self, full_name: &str) -> Result<Option<(i64, String)>> {
         let by_repos = "SELECT github_id, full_name FROM repos \
                         WHERE LOWER(full_name) = LOWER($1) ORDER BY installed DESC, updated_at_ms DESC LIMIT 1";
         let by_runs = "SELECT repo_id, repo FROM runs WHERE repo = $1 ORDER BY id DESC LIMIT 1";

@@ -14,7 +14,7 @@ pub enum JobKind {
 }
 
 impl JobKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             JobKind::Check => "check",
             JobKind::Baseline => "baseline",
@@ -34,7 +34,7 @@ pub enum JobState {
 }
 
 impl JobState {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             JobState::Queued => "queued",
             JobState::Running => "running",
@@ -43,7 +43,7 @@ impl JobState {
             JobState::Superseded => "superseded",
         }
     }
-    pub const ALL: [JobState; 5] = [
+    pub(crate) const ALL: [JobState; 5] = [
         JobState::Queued,
         JobState::Running,
         JobState::Succeeded,
@@ -160,7 +160,7 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunOutcome::Pass => "pass",
             RunOutcome::Fail => "fail",
@@ -186,7 +186,7 @@ pub struct NewRun<'a> {
 }
 
 impl NewRun<'_> {
-    pub fn outcome(&self) -> RunOutcome {
+    pub(crate) fn outcome(&self) -> RunOutcome {
         match self.report {
             Some(r) if self.error.is_none() => match r.summary.verdict {
                 Verdict::Pass => RunOutcome::Pass,
@@ -195,7 +195,7 @@ impl NewRun<'_> {
             _ => RunOutcome::Error,
         }
     }
-    pub fn counts(&self) -> RunCounts {
+    pub(crate) fn counts(&self) -> RunCounts {
         match self.report {
             Some(r) => {
                 let s = &r.summary;
@@ -290,7 +290,7 @@ pub struct EvidenceRecord {
 
 impl EvidenceRecord {
     /// The rows a run's evidence becomes.
-    pub fn of(e: &crate::evidence::Evidence) -> Vec<EvidenceRecord> {
+    pub(crate) fn of(e: &crate::evidence::Evidence) -> Vec<EvidenceRecord> {
         let ms = |t: Option<&String>| {
             t.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| t.timestamp_millis())
@@ -379,7 +379,7 @@ pub struct CoverageNumbers {
 
 impl CoverageNumbers {
     /// The counts by name, in a fixed order (for deltas, tables and gauges).
-    pub fn counts(&self) -> [(&'static str, Option<i64>); 11] {
+    pub(crate) fn counts(&self) -> [(&'static str, Option<i64>); 11] {
         [
             ("workloads", Some(self.workloads)),
             ("workloads_with_proxy", Some(self.workloads_with_proxy)),
@@ -488,7 +488,7 @@ pub struct LatestBaseline {
 }
 
 impl FindingCounts {
-    pub fn add(&mut self, f: &crate::finding::Finding) {
+    fn add(&mut self, f: &crate::finding::Finding) {
         use crate::finding::{Severity, Status};
         match f.status {
             Status::Introduced => self.introduced += 1,
@@ -508,7 +508,7 @@ impl FindingCounts {
 /// The namespace a finding counts in for per-namespace trends: its resource's
 /// namespace, or the Namespace object's own name. None for cluster-scoped objects
 /// and findings about whole files (they count in the run's totals only).
-pub fn finding_namespace(f: &crate::finding::Finding) -> Option<&str> {
+fn finding_namespace(f: &crate::finding::Finding) -> Option<&str> {
     let r = f.resource.as_ref()?;
     match (&r.namespace, r.kind.as_str()) {
         (Some(ns), _) => Some(ns),
@@ -518,7 +518,7 @@ pub fn finding_namespace(f: &crate::finding::Finding) -> Option<&str> {
 }
 
 /// Findings counted per namespace (see [`finding_namespace`]).
-pub fn finding_counts_by_namespace(
+pub(crate) fn finding_counts_by_namespace(
     findings: &[crate::finding::Finding],
 ) -> std::collections::BTreeMap<String, FindingCounts> {
     let mut out = std::collections::BTreeMap::<String, FindingCounts>::new();
