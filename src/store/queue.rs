@@ -139,23 +139,8 @@ impl Store {
         run: &NewRun<'_>,
         now: i64,
     ) -> Result<Option<i64>> {
-        with_pool!(self, p => {
-            let mut tx = p.begin().await?;
-            let n = sqlx::query(SUCCEED)
-                .bind(job.id)
-                .bind(worker)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if n != 1 {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-            let run_id = insert_run!(&mut *tx, Some(job.id), run);
-            tx.commit().await?;
-            Ok(Some(run_id))
-        })
+        self.store_job_run(SUCCEED, job, worker, run, None, now)
+            .await
     }
 
     /// Marks a job `worker` holds succeeded (its run is stored already). False: the

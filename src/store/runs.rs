@@ -240,11 +240,28 @@ impl Store {
         plan_json: Option<&str>,
         now: i64,
     ) -> Result<Option<i64>> {
+        let touch = "UPDATE jobs SET updated_at_ms = $3 \
+                     WHERE id = $1 AND locked_by = $2 AND state = 'running'";
+        self.store_job_run(touch, job, worker, run, plan_json, now)
+            .await
+    }
+
+    /// Stores the run of a job `worker` holds, and what it publishes, in one
+    /// transaction with `update`: a statement on the job (`$1` its id, `$2` the
+    /// worker, `$3` now) that affects it only while the lease holds. None (and
+    /// nothing stored) when the lease was lost.
+    pub(super) async fn store_job_run(
+        &self,
+        update: &str,
+        job: &Job,
+        worker: &str,
+        run: &NewRun<'_>,
+        plan_json: Option<&str>,
+        now: i64,
+    ) -> Result<Option<i64>> {
         with_pool!(self, p => {
             let mut tx = p.begin().await?;
-            let held = sqlx::query(
-                "UPDATE jobs SET updated_at_ms = $3 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
-            )
+            let held = sqlx::query(update)
             .bind(job.id)
             .bind(worker)
             .bind(now)
