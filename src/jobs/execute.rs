@@ -5,7 +5,7 @@ use super::{Phase, Progress, Worker};
 use crate::analysis::{self, Options, Revision};
 use crate::config::{PublishConfig, RepoConfig, CONFIG_FILE};
 use crate::github::tarball::{self, ExtractLimits};
-use crate::github::RepoClient;
+use crate::github::{CommitSha, GitHub, PrNumber, RepoClient, RepoName};
 use crate::publish::{self, post::Target, Plan};
 use crate::report::Report;
 use crate::store::{Job, JobKind, NewRun, RunFilter, RunOutcome};
@@ -36,27 +36,38 @@ struct Checked {
     publish: PublishConfig,
 }
 
-fn client_of(worker: &Worker) -> Result<&crate::github::GitHub> {
+fn client_of(worker: &Worker) -> Result<&GitHub> {
     worker
         .github
         .as_ref()
         .ok_or_else(|| anyhow!("no GitHub credentials are configured (MESHWARD_GITHUB_APP_ID and a private key, or MESHWARD_GITHUB_TOKEN)"))
 }
 
+async fn repo_client(github: &GitHub, job: &Job) -> Result<RepoClient> {
+    github
+        .repo(&RepoName::parse(&job.repo)?, job.installation_id)
+        .await
+}
+
 /// Where a check job of a pull request publishes; None for baselines.
-fn target<'a>(worker: &'a Worker, client: &'a RepoClient, job: &'a Job) -> Option<Target<'a>> {
-    match (job.kind, job.pr_number) {
-        (JobKind::Check, Some(pr)) => Some(Target {
-            client,
-            store: &worker.store,
-            job,
-            pr_number: pr,
-            checks_api: worker.github.as_ref().is_some_and(|g| g.is_app()),
-            public_url: worker.public_url.as_deref(),
-            now_ms: worker.clock.now_ms(),
-        }),
-        _ => None,
-    }
+fn target<'a>(
+    worker: &'a Worker,
+    client: &'a RepoClient,
+    job: &'a Job,
+) -> Result<Option<Target<'a>>> {
+    let (JobKind::Check, Some(pr)) = (job.kind, job.pr_number) else {
+        return Ok(None);
+    };
+    Ok(Some(Target {
+        client,
+        store: &worker.store,
+        job,
+        pr: PrNumber::new(pr),
+        head: CommitSha::parse(&job.head_sha)?,
+        checks_api: worker.github.as_ref().is_some_and(|g| g.is_app()),
+        public_url: worker.public_url.as_deref(),
+        now_ms: worker.clock.now_ms(),
+    }))
 }
 
 pub(super) async fn execute(
@@ -69,7 +80,7 @@ pub(super) async fn execute(
     let github = client_of(worker)?;
     // The base repository's installation, also for a pull request from a fork: its
     // commits are read through the base repository, and nothing of the fork runs.
-    let client = github.repo(&job.repo, job.installation_id).await?;
+    let client = repo_client(github, job).await?;
     let resolved;
     let job = if job.kind == JobKind::Check && job.pr_number.is_none() {
         resolved = resolve_rerun(worker, &client, job).await?;
@@ -77,7 +88,7 @@ pub(super) async fn execute(
     } else {
         job
     };
-    let target = target(worker, &client, job);
+    let target = target(worker, &client, job)?;
 
     // An earlier attempt stored the run and then failed to publish it: publish that
     // run, as it was, instead of checking again.
@@ -131,7 +142,7 @@ pub(super) async fn execute(
             &checked.report,
             &publish::Context {
                 repo: &job.repo,
-                pr_number: t.pr_number,
+                pr_number: t.pr.get(),
                 web_url: github.web_url(),
                 head_sha: &job.head_sha,
                 base_sha: checked.base_sha.as_deref(),
@@ -190,7 +201,7 @@ pub(super) async fn execute(
 async fn resolve_rerun(worker: &Worker, client: &RepoClient, job: &Job) -> Result<Job> {
     if let Some(branch) = &job.base_ref {
         if client
-            .on_branch(branch, &job.head_sha)
+            .on_branch(branch, &CommitSha::parse(&job.head_sha)?)
             .await
             .with_context(|| format!("is {} on {branch}?", short(&job.head_sha)))?
         {
@@ -207,9 +218,6 @@ async fn resolve_rerun(worker: &Worker, client: &RepoClient, job: &Job) -> Resul
     resolve_pull_request(worker, client, job).await
 }
 
-/// Pages of open pull requests read to find a re-run's (100 each).
-const MAX_OPEN_PULL_PAGES: u32 = 10;
-
 /// A check job queued without a pull request: a re-run requested in GitHub's UI
 /// for a pull request from a fork, whose check run and suite list no pull request.
 /// Its pull request is the one a stored check job checked at this head commit,
@@ -224,22 +232,13 @@ async fn resolve_pull_request(worker: &Worker, client: &RepoClient, job: &Job) -
     let found = match stored {
         Some(found) => Some(found),
         None => client
-            .get_pages(
-                &format!("/repos/{}/pulls?state=open", job.repo),
-                MAX_OPEN_PULL_PAGES,
-            )
+            .open_pull_requests()
             .await
             .context("finding the pull request of the re-run commit")?
-            .iter()
-            .filter(|p| p["head"]["sha"].as_str() == Some(job.head_sha.as_str()))
-            .filter_map(|p| {
-                Some((
-                    p["number"].as_i64()?,
-                    p["base"]["sha"].as_str()?.to_string(),
-                    p["base"]["ref"].as_str().map(str::to_string),
-                ))
-            })
-            .min_by_key(|(number, ..)| *number),
+            .into_iter()
+            .filter(|p| p.head.sha.as_str() == job.head_sha)
+            .min_by_key(|p| p.number)
+            .map(|p| (p.number.get(), p.base.sha.to_string(), p.base.branch)),
     };
     let Some((pr, base_sha, base_ref)) = found else {
         return Err(Permanent(format!(
@@ -281,9 +280,8 @@ pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, ref
             .job(job.id)
             .await?
             .unwrap_or_else(|| job.clone());
-        let github = client_of(worker)?;
-        let client = github.repo(&job.repo, job.installation_id).await?;
-        let Some(t) = target(worker, &client, &job) else {
+        let client = repo_client(client_of(worker)?, &job).await?;
+        let Some(t) = target(worker, &client, &job)? else {
             return Ok(());
         };
         // A run stored by the job (not the error run just recorded) stands.
@@ -309,32 +307,34 @@ pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, ref
 struct Fetched {
     head_dir: TempDir,
     /// The base commit compared against, and its tree.
-    base: Option<(String, TempDir)>,
+    base: Option<(CommitSha, TempDir)>,
 }
 
 async fn fetch(client: &RepoClient, job: &Job) -> Result<Fetched> {
+    let head = CommitSha::parse(&job.head_sha)?;
     let base_sha = match job.kind {
         JobKind::Baseline => None,
         JobKind::Check => {
             let base = job
                 .base_sha
                 .as_deref()
-                .ok_or_else(|| anyhow!("check job without a base commit"))?;
+                .ok_or_else(|| anyhow!("check job without a base commit"))
+                .and_then(CommitSha::parse)?;
             // Compare against where the branch left its base, not the base's tip:
             // what changed on the base since is not this PR's doing.
-            Some(match client.merge_base(base, &job.head_sha).await {
+            Some(match client.merge_base(&base, &head).await {
                 Ok(sha) => sha,
                 Err(e) => {
                     tracing::warn!(
                         error = format!("{e:#}"),
                         "no merge base; comparing against the base branch tip"
                     );
-                    base.to_string()
+                    base
                 }
             })
         }
     };
-    let (head_dir, base_dir) = tokio::try_join!(fetch_tree(client, &job.head_sha), async {
+    let (head_dir, base_dir) = tokio::try_join!(fetch_tree(client, &head), async {
         match &base_sha {
             Some(sha) => fetch_tree(client, sha).await.map(Some),
             None => Ok(None),
@@ -356,6 +356,7 @@ async fn check(
     let (base_sha, base_dir) = base.unzip();
     let repo_urls = vec![format!("https://github.com/{}", job.repo)];
     let head_label = short(&job.head_sha);
+    let base_sha = base_sha.map(|sha| sha.to_string());
     let base_label = base_sha.as_deref().map(short);
     let prometheus = evidence.filter(|_| job.kind == JobKind::Check);
     // The pipeline is CPU-bound and synchronous: off the async threads. The temp dirs
@@ -419,7 +420,7 @@ async fn check(
     })
 }
 
-async fn fetch_tree(client: &RepoClient, sha: &str) -> Result<TempDir> {
+async fn fetch_tree(client: &RepoClient, sha: &CommitSha) -> Result<TempDir> {
     let bytes = client.tarball(sha).await?;
     let dir = tempfile::Builder::new()
         .prefix(&format!("{}tree-", crate::workspace::TEMP_PREFIX))
@@ -433,7 +434,7 @@ async fn fetch_tree(client: &RepoClient, sha: &str) -> Result<TempDir> {
     .context("unpacking panicked")?
     .with_context(|| format!("unpacking {} at {sha}", client.repo()))?;
     tracing::debug!(
-        sha,
+        %sha,
         files = stats.files,
         bytes = stats.bytes,
         "tree unpacked"
