@@ -1,7 +1,7 @@
 //! Running one job: fetch the trees of the commits from GitHub, run the same
 //! pipeline as `meshward check`, store the run, and publish it to the pull request.
 
-use super::{Phase, Progress, Worker};
+use super::{JobError, Phase, Progress, Worker};
 use crate::analysis::{self, Options, Revision};
 use crate::config::{PublishConfig, RepoConfig, CONFIG_FILE};
 use crate::github::tarball::{self, ExtractLimits};
@@ -13,12 +13,6 @@ use crate::workspace::{self, TreeLimits};
 use anyhow::{anyhow, Context, Result};
 use std::collections::BTreeSet;
 use tempfile::TempDir;
-
-/// An error no retry can fix (the repository's config file is invalid): the job
-/// fails at once, with the message stored on its run.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Permanent(pub String);
 
 pub(super) enum Done {
     /// The run is stored (and, for a pull request, published).
@@ -70,65 +64,105 @@ fn target<'a>(
     }))
 }
 
+/// One attempt at a job. Its errors are classified here, once: what a step raised
+/// decides whether the job is tried again.
 pub(super) async fn execute(
     worker: &Worker,
     job: &Job,
     started_ms: i64,
     progress: &Progress,
-) -> Result<Done> {
-    let deadlines = &worker.config.phases;
-    let github = client_of(worker)?;
+) -> Result<Done, JobError> {
+    let classify = |e| JobError::classify(&job.repo, e);
+    let github = client_of(worker).map_err(classify)?;
     // The base repository's installation, also for a pull request from a fork: its
     // commits are read through the base repository, and nothing of the fork runs.
-    let client = repo_client(github, job).await?;
+    let client = repo_client(github, job).await.map_err(classify)?;
     let resolved;
     let job = if job.kind == JobKind::Check && job.pr_number.is_none() {
-        resolved = resolve_rerun(worker, &client, job).await?;
+        resolved = resolve_rerun(worker, &client, job)
+            .await
+            .map_err(classify)?;
         &resolved
     } else {
         job
     };
-    let target = target(worker, &client, job)?;
+    let target = target(worker, &client, job).map_err(classify)?;
 
     // An earlier attempt stored the run and then failed to publish it: publish that
     // run, as it was, instead of checking again.
-    if let Some((run_id, plan)) = worker.store.job_run(job.id).await? {
-        if let (Some(t), Some(plan)) = (&target, plan) {
-            let plan: Plan =
-                serde_json::from_str(&plan).context("the stored publication does not parse")?;
-            t.publish(run_id, &plan).await?;
-        }
-        let outcome = worker
-            .store
-            .runs(&RunFilter {
-                job_id: Some(job.id),
-                ..RunFilter::default()
-            })
-            .await?
-            .first()
-            .map(|r| r.outcome)
-            .unwrap_or(RunOutcome::Error);
-        return Ok(Done::Stored { run_id, outcome });
+    if let Some(done) = publish_stored(worker, job, target.as_ref())
+        .await
+        .map_err(classify)?
+    {
+        return Ok(done);
     }
 
     if let Some(t) = &target {
         let started = progress
-            .within(Phase::Publish, deadlines.publish, t.start())
+            .within(Phase::Publish, worker.config.phases.publish, t.start())
             .await;
         if let Err(e) = started {
-            if crate::github::GitHubError::refusal_in(&e).is_some() {
-                return Err(e);
+            match classify(e) {
+                refused @ JobError::Refused { .. } => return Err(refused),
+                // Not fatal: the check run is created when the result is published.
+                e => tracing::warn!(error = %e, "could not mark the check as started"),
             }
-            // Not fatal: the check run is created when the result is published.
-            tracing::warn!(
-                error = format!("{e:#}"),
-                "could not mark the check as started"
-            );
         }
     }
 
+    check_and_publish(
+        worker,
+        github,
+        &client,
+        job,
+        target.as_ref(),
+        started_ms,
+        progress,
+    )
+    .await
+    .map_err(classify)
+}
+
+/// The run an earlier attempt stored, published again; None when there is none.
+async fn publish_stored(
+    worker: &Worker,
+    job: &Job,
+    target: Option<&Target<'_>>,
+) -> Result<Option<Done>> {
+    let Some((run_id, plan)) = worker.store.job_run(job.id).await? else {
+        return Ok(None);
+    };
+    if let (Some(t), Some(plan)) = (target, plan) {
+        let plan: Plan =
+            serde_json::from_str(&plan).context("the stored publication does not parse")?;
+        t.publish(run_id, &plan).await?;
+    }
+    let outcome = worker
+        .store
+        .runs(&RunFilter {
+            job_id: Some(job.id),
+            ..RunFilter::default()
+        })
+        .await?
+        .first()
+        .map(|r| r.outcome)
+        .unwrap_or(RunOutcome::Error);
+    Ok(Some(Done::Stored { run_id, outcome }))
+}
+
+/// Fetches and checks the commits, stores the run and publishes it.
+async fn check_and_publish(
+    worker: &Worker,
+    github: &GitHub,
+    client: &RepoClient,
+    job: &Job,
+    target: Option<&Target<'_>>,
+    started_ms: i64,
+    progress: &Progress,
+) -> Result<Done> {
+    let deadlines = &worker.config.phases;
     let fetched = progress
-        .within(Phase::Fetch, deadlines.fetch, fetch(&client, job))
+        .within(Phase::Fetch, deadlines.fetch, fetch(client, job))
         .await?;
     let checked = progress
         .within(
@@ -137,7 +171,7 @@ pub(super) async fn execute(
             check(fetched, job, worker.evidence.clone()),
         )
         .await?;
-    let plan = target.as_ref().map(|t| {
+    let plan = target.map(|t| {
         publish::plan(
             &checked.report,
             &publish::Context {
@@ -185,7 +219,7 @@ pub(super) async fn execute(
             findings = checked.report.findings.len(),
             "run stored"
         );
-        if let (Some(t), Some(plan)) = (&target, &plan) {
+        if let (Some(t), Some(plan)) = (target, &plan) {
             t.publish(run_id, plan).await?;
         }
         Ok(Done::Stored { run_id, outcome })
@@ -241,7 +275,7 @@ async fn resolve_pull_request(worker: &Worker, client: &RepoClient, job: &Job) -
             .map(|p| (p.number.get(), p.base.sha.to_string(), p.base.branch)),
     };
     let Some((pr, base_sha, base_ref)) = found else {
-        return Err(Permanent(format!(
+        return Err(JobError::Permanent(format!(
             "a re-run was requested for commit {}, but no open pull request of {} has it at its head: nothing to check",
             short(&job.head_sha),
             job.repo
@@ -400,7 +434,7 @@ async fn check(
         )
         .map_err(|e| match e {
             crate::analysis::CheckError::Config(e) => {
-                anyhow::Error::new(Permanent(format!("config error: {e}")))
+                anyhow::Error::new(JobError::Permanent(format!("config error: {e}")))
             }
             crate::analysis::CheckError::Other(e) => e,
         })?;

@@ -12,7 +12,7 @@ use crate::github::api::{
     Answer, CheckRunOutput, CheckRunUpdate, NewCheckRun, NewReview, NewReviewComment, NewStatus,
     Refusable as _,
 };
-use crate::github::{CommitSha, GitHubError, PrNumber, RepoClient};
+use crate::github::{CommitSha, PrNumber, RepoClient};
 use crate::store::{Job, Publication, ReviewCommentRecord, Store};
 use anyhow::{anyhow, Context as _, Result};
 use http::StatusCode;
@@ -560,22 +560,4 @@ fn failure_summary(reason: &str) -> String {
         super::check::OUTPUT_LIMIT,
         "```\n(cut)\n",
     )
-}
-
-/// The reason recorded when GitHub refuses a call for good: what happened, and what
-/// to do about it.
-pub fn refusal_reason(repo: &str, e: &anyhow::Error) -> Option<String> {
-    let g = GitHubError::refusal_in(e)?;
-    let advice = match g.status {
-        StatusCode::NOT_FOUND => format!(
-            "the app is no longer installed on {repo}, or the repository, pull request or commit is gone"
-        ),
-        StatusCode::FORBIDDEN => format!(
-            "the app lacks a permission on {repo} (it needs Checks, Pull requests and Commit statuses: write) or was suspended; accept the new permissions in the app's installation settings"
-        ),
-        _ => "GitHub refused the request as invalid".to_string(),
-    };
-    Some(format!(
-        "{e:#}. GitHub refused this for good: {advice}. meshward will not retry; re-run the check once that is fixed."
-    ))
 }
