@@ -3,6 +3,7 @@
 //! repository, or with a plain token), retries server errors and rate limits, bounds
 //! the response size, and counts calls by status for `/metrics`.
 
+use super::api::RepoName;
 use crate::metrics::Metrics;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
@@ -11,6 +12,8 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use octocrab::Octocrab;
 use secrecy::{ExposeSecret, SecretString};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,6 +131,13 @@ impl GitHubError {
             .find_map(|g| g.retry_after)
     }
 
+    /// GitHub's answer with `status` in an error's chain, if any.
+    pub(crate) fn with_status_in(e: &anyhow::Error, status: StatusCode) -> Option<&GitHubError> {
+        e.chain()
+            .filter_map(|c| c.downcast_ref::<GitHubError>())
+            .find(|g| g.status == status)
+    }
+
     /// The refusal found in an error's chain, if any.
     pub fn refusal_in(e: &anyhow::Error) -> Option<&GitHubError> {
         e.chain()
@@ -177,7 +187,7 @@ pub struct RepoClient {
     gh: GitHub,
     crab: Octocrab,
     graphql: Octocrab,
-    repo: String,
+    repo: RepoName,
 }
 
 const MAX_JSON_BYTES: usize = 16 * 1024 * 1024;
@@ -216,10 +226,13 @@ impl GitHub {
         &self.inner.web_url
     }
 
-    /// A client for `repo` (`owner/name`). In App mode it acts as the installation
-    /// (looked up when not given).
-    pub async fn repo(&self, repo: &str, installation_id: Option<i64>) -> Result<RepoClient> {
-        check_repo_name(repo)?;
+    /// A client for `repo`. In App mode it acts as the installation (looked up when
+    /// not given).
+    pub(crate) async fn repo(
+        &self,
+        repo: &RepoName,
+        installation_id: Option<i64>,
+    ) -> Result<RepoClient> {
         let (crab, graphql) = match self.inner.mode {
             Mode::Token => (
                 self.inner.crab.clone(),
@@ -231,7 +244,7 @@ impl GitHub {
             Mode::App => {
                 let id = match installation_id {
                     Some(id) => id,
-                    None => self.installation_for_repo(repo).await?,
+                    None => self.installation_of(repo).await?,
                 };
                 self.installation_client(id).await?
             }
@@ -240,25 +253,21 @@ impl GitHub {
             gh: self.clone(),
             crab,
             graphql,
-            repo: repo.to_string(),
+            repo: repo.clone(),
         })
     }
 
-    async fn installation_for_repo(&self, repo: &str) -> Result<i64> {
-        let body = self
-            .request(
-                &self.inner.crab,
-                Method::GET,
-                &format!("/repos/{repo}/installation"),
-                None,
-                MAX_JSON_BYTES,
-            )
-            .await
-            .with_context(|| format!("finding the app installation for {repo}"))?;
-        let v: serde_json::Value = serde_json::from_slice(&body)?;
-        v["id"]
-            .as_i64()
-            .ok_or_else(|| anyhow!("installation of {repo} has no id"))
+    /// A call as the app itself (its JWT), not as one of its installations.
+    pub(super) async fn as_app<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<T> {
+        let bytes = self
+            .request(&self.inner.crab, method.clone(), path, body, MAX_JSON_BYTES)
+            .await?;
+        parse(&method, path, &bytes)
     }
 
     /// The client of an installation, with a token that has at least the refresh
@@ -270,23 +279,7 @@ impl GitHub {
                 return Ok((inst.client.clone(), inst.graphql.clone()));
             }
         }
-        let body = self
-            .request(
-                &self.inner.crab,
-                Method::POST,
-                &format!("/app/installations/{id}/access_tokens"),
-                Some(&serde_json::json!({})),
-                MAX_JSON_BYTES,
-            )
-            .await
-            .with_context(|| format!("requesting a token for installation {id}"))?;
-        #[derive(serde::Deserialize)]
-        struct Token {
-            token: String,
-            expires_at: Option<DateTime<Utc>>,
-        }
-        let t: Token =
-            serde_json::from_slice(&body).context("unexpected installation token answer")?;
+        let t = self.create_installation_token(id).await?;
         let expires_at = t
             .expires_at
             .unwrap_or_else(|| Utc::now() + chrono::Duration::minutes(60));
@@ -313,7 +306,7 @@ impl GitHub {
 
     /// Sends one API call, with retries, and returns the body of a successful answer
     /// (at most `max_bytes`). `path` is relative to the API root.
-    pub async fn request(
+    async fn request(
         &self,
         crab: &Octocrab,
         method: Method,
@@ -589,93 +582,115 @@ fn rate_limit_wait(status: StatusCode, headers: &HeaderMap, message: &str) -> Op
     None
 }
 
+/// A successful answer as `T`. An empty one (204) reads as JSON `null`: `()` or an
+/// `Option` takes it.
+fn parse<T: DeserializeOwned>(method: &Method, path: &str, bytes: &[u8]) -> Result<T> {
+    let json: &[u8] = if bytes.is_empty() { b"null" } else { bytes };
+    serde_json::from_slice(json).with_context(|| format!("{method} {path}: unexpected answer"))
+}
+
+/// GraphQL's envelope: an answer with `errors` failed, whatever `data` holds.
+#[derive(serde::Deserialize)]
+struct GraphQlAnswer {
+    #[serde(default)]
+    data: serde_json::Value,
+    #[serde(default)]
+    errors: serde_json::Value,
+}
+
+/// The transport for [`super::api`], which holds the paths and shapes of the
+/// endpoints: nothing outside `github` builds a path.
 impl RepoClient {
-    pub fn repo(&self) -> &str {
+    pub(crate) fn repo(&self) -> &RepoName {
         &self.repo
     }
 
-    /// The octocrab client authenticated for this repository.
-    pub fn octocrab(&self) -> &Octocrab {
-        &self.crab
-    }
-
-    pub async fn get_json(&self, path: &str) -> Result<serde_json::Value> {
+    pub(super) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         let body = self
             .gh
             .request(&self.crab, Method::GET, path, None, MAX_JSON_BYTES)
             .await?;
-        serde_json::from_slice(&body).with_context(|| format!("GET {path}: not JSON"))
+        parse(&Method::GET, path, &body)
     }
 
     /// A GraphQL query or mutation (on Enterprise, at `/api/graphql`); GraphQL
-    /// errors are errors.
-    pub async fn graphql(&self, query: &serde_json::Value) -> Result<serde_json::Value> {
+    /// errors are errors. `T` is what `data` holds.
+    pub(super) async fn graphql<T: DeserializeOwned>(
+        &self,
+        query: &str,
+        variables: serde_json::Value,
+    ) -> Result<T> {
+        let request = serde_json::json!({ "query": query, "variables": variables });
         let body = self
             .gh
             .request(
                 &self.graphql,
                 Method::POST,
                 "/graphql",
-                Some(query),
+                Some(&request),
                 MAX_JSON_BYTES,
             )
             .await?;
-        let v: serde_json::Value =
+        let answer: GraphQlAnswer =
             serde_json::from_slice(&body).context("POST /graphql: not JSON")?;
-        if let Some(errors) = v.get("errors").filter(|e| !e.is_null()) {
-            return Err(anyhow!("GraphQL errors: {errors}"));
+        if !answer.errors.is_null() {
+            return Err(anyhow!("GraphQL errors: {}", answer.errors));
         }
-        Ok(v)
+        serde_json::from_value(answer.data).context("POST /graphql: unexpected answer")
     }
 
-    /// Sends a JSON body (POST, PATCH, PUT) and returns the JSON answer.
-    pub async fn send_json(
+    /// Sends a JSON body (POST, PATCH, PUT) and reads the answer as `T`
+    /// ([`serde::de::IgnoredAny`]: any JSON).
+    pub(super) async fn send<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
-        body: &serde_json::Value,
-    ) -> Result<serde_json::Value> {
-        let bytes = self
-            .gh
-            .request(&self.crab, method.clone(), path, Some(body), MAX_JSON_BYTES)
-            .await?;
-        if bytes.is_empty() {
-            return Ok(serde_json::Value::Null);
-        }
-        serde_json::from_slice(&bytes).with_context(|| format!("{method} {path}: not JSON"))
+        body: &impl Serialize,
+    ) -> Result<T> {
+        let retry = self.gh.inner.retry.clone();
+        self.send_with(method, path, body, &retry).await
     }
 
-    /// [`RepoClient::send_json`] without retries: exactly one call, for a last word
+    /// [`RepoClient::send`] without retries: exactly one call, for a last word
     /// after GitHub refused us (asking again would be a retry storm).
-    pub async fn send_json_once(
+    pub(super) async fn send_once<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
-        body: &serde_json::Value,
-    ) -> Result<serde_json::Value> {
+        body: &impl Serialize,
+    ) -> Result<T> {
         let once = RetryPolicy {
             max_retries: 0,
             ..self.gh.inner.retry.clone()
         };
+        self.send_with(method, path, body, &once).await
+    }
+
+    async fn send_with<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &impl Serialize,
+        retry: &RetryPolicy,
+    ) -> Result<T> {
+        let body = serde_json::to_value(body)
+            .with_context(|| format!("{method} {path}: encoding the request"))?;
         let bytes = self
             .gh
             .request_with(
                 &self.crab,
                 method.clone(),
                 path,
-                Some(body),
+                Some(&body),
                 MAX_JSON_BYTES,
-                &once,
+                retry,
             )
             .await?;
-        if bytes.is_empty() {
-            return Ok(serde_json::Value::Null);
-        }
-        serde_json::from_slice(&bytes).with_context(|| format!("{method} {path}: not JSON"))
+        parse(&method, path, &bytes)
     }
 
     /// Sends a call without a body (DELETE); the answer is ignored.
-    pub async fn send_empty(&self, method: Method, path: &str) -> Result<()> {
+    pub(super) async fn send_empty(&self, method: Method, path: &str) -> Result<()> {
         self.gh
             .request(&self.crab, method, path, None, MAX_JSON_BYTES)
             .await?;
@@ -684,17 +699,17 @@ impl RepoClient {
 
     /// Every item of a paged list (`per_page=100`), at most `max_pages` pages: the
     /// rest is not read (a bound against endless lists).
-    pub async fn get_pages(&self, path: &str, max_pages: u32) -> Result<Vec<serde_json::Value>> {
+    pub(super) async fn get_pages<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        max_pages: u32,
+    ) -> Result<Vec<T>> {
         let mut items = Vec::new();
         let sep = if path.contains('?') { '&' } else { '?' };
         for page in 1..=max_pages {
-            let v = self
-                .get_json(&format!("{path}{sep}per_page=100&page={page}"))
+            let list: Vec<T> = self
+                .get(&format!("{path}{sep}per_page=100&page={page}"))
                 .await?;
-            let list = match v {
-                serde_json::Value::Array(list) => list,
-                _ => bail!("GET {path}: expected a list"),
-            };
             let n = list.len();
             items.extend(list);
             if n < 100 {
@@ -704,72 +719,18 @@ impl RepoClient {
         Ok(items)
     }
 
-    /// The gzipped tarball of the repository at `sha` (redirects followed).
-    pub async fn tarball(&self, sha: &str) -> Result<Bytes> {
-        check_sha(sha)?;
-        let path = format!("/repos/{}/tarball/{sha}", self.repo);
+    /// A download of at most the configured tarball size (redirects followed).
+    pub(super) async fn download(&self, path: &str) -> Result<Bytes> {
         self.gh
             .request(
                 &self.crab,
                 Method::GET,
-                &path,
+                path,
                 None,
                 self.gh.inner.max_tarball_bytes,
             )
             .await
-            .with_context(|| format!("downloading {} at {sha}", self.repo))
     }
-
-    /// The merge base of `base` and `head`: what a pull request is compared against.
-    pub async fn merge_base(&self, base: &str, head: &str) -> Result<String> {
-        check_sha(base)?;
-        check_sha(head)?;
-        let v = self
-            .get_json(&format!("/repos/{}/compare/{base}...{head}", self.repo))
-            .await?;
-        v["merge_base_commit"]["sha"]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| anyhow!("compare {base}...{head} has no merge base"))
-    }
-
-    /// Whether `sha` is on `branch` of this repository (the branch's tip or an
-    /// ancestor of it): a commit of a fork's branch of the same name is not.
-    pub async fn on_branch(&self, branch: &str, sha: &str) -> Result<bool> {
-        check_sha(sha)?;
-        let ok = |c: char| c.is_ascii_alphanumeric() || "-_./".contains(c);
-        if branch.is_empty() || branch.contains("..") || !branch.chars().all(ok) {
-            bail!("{branch:?} is not a branch name meshward reads");
-        }
-        let v = self
-            .get_json(&format!("/repos/{}/compare/{sha}...{branch}", self.repo))
-            .await?;
-        Ok(v["merge_base_commit"]["sha"].as_str() == Some(sha))
-    }
-}
-
-/// A repository name from a webhook goes into a URL path: `owner/name` of GitHub's
-/// characters only.
-fn check_repo_name(repo: &str) -> Result<()> {
-    let ok = |s: &str| {
-        !s.is_empty()
-            && s != "."
-            && s != ".."
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-    };
-    match repo.split_once('/') {
-        Some((owner, name)) if ok(owner) && ok(name) => Ok(()),
-        _ => bail!("{repo:?} is not a repository name"),
-    }
-}
-
-/// A commit id from a webhook goes into a URL path: hex only.
-pub fn check_sha(sha: &str) -> Result<()> {
-    if sha.is_empty() || sha.len() > 64 || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
-        bail!("{sha:?} is not a commit id");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

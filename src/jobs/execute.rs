@@ -1,10 +1,10 @@
 //! Running one job: fetch the trees of the commits from GitHub, run the same
 //! pipeline as `meshward check`, store the run, and publish it to the pull request.
 
-use super::{Phase, Progress, Worker};
+use super::{JobError, Phase, Progress, Worker};
 use crate::analysis::{self, Revision};
 use crate::github::tarball::{self, ExtractLimits};
-use crate::github::RepoClient;
+use crate::github::{CommitSha, GitHub, PrNumber, RepoClient, RepoName};
 use crate::publish::{self, post::Target, Plan};
 use crate::report::Report;
 use crate::store::{Job, JobKind, NewRun, RunFilter, RunOutcome};
@@ -12,12 +12,6 @@ use crate::workspace::{self, TreeLimits};
 use anyhow::{anyhow, Context, Result};
 use std::collections::BTreeSet;
 use tempfile::TempDir;
-
-/// An error no retry can fix (the repository's config file is invalid): the job
-/// fails at once, with the message stored on its run.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Permanent(pub String);
 
 pub(super) enum Done {
     /// The run is stored (and, for a pull request, published).
@@ -34,88 +28,139 @@ struct Checked {
     changed_paths: Option<BTreeSet<String>>,
 }
 
-fn client_of(worker: &Worker) -> Result<&crate::github::GitHub> {
+fn client_of(worker: &Worker) -> Result<&GitHub> {
     worker
         .github
         .as_ref()
         .ok_or_else(|| anyhow!("no GitHub credentials are configured (MESHWARD_GITHUB_APP_ID and a private key, or MESHWARD_GITHUB_TOKEN)"))
 }
 
-/// Where a check job of a pull request publishes; None for baselines.
-fn target<'a>(worker: &'a Worker, client: &'a RepoClient, job: &'a Job) -> Option<Target<'a>> {
-    match (job.kind, job.pr_number) {
-        (JobKind::Check, Some(pr)) => Some(Target {
-            client,
-            store: &worker.store,
-            job,
-            pr_number: pr,
-            checks_api: worker.github.as_ref().is_some_and(|g| g.is_app()),
-            public_url: worker.public_url.as_deref(),
-            now_ms: worker.clock.now_ms(),
-        }),
-        _ => None,
-    }
+async fn repo_client(github: &GitHub, job: &Job) -> Result<RepoClient> {
+    github
+        .repo(&RepoName::parse(&job.repo)?, job.installation_id)
+        .await
 }
 
+/// Where a check job of a pull request publishes; None for baselines.
+fn target<'a>(
+    worker: &'a Worker,
+    client: &'a RepoClient,
+    job: &'a Job,
+) -> Result<Option<Target<'a>>> {
+    let (JobKind::Check, Some(pr)) = (job.kind, job.pr_number) else {
+        return Ok(None);
+    };
+    Ok(Some(Target {
+        client,
+        store: &worker.store,
+        job,
+        pr: PrNumber::new(pr),
+        head: CommitSha::parse(&job.head_sha)?,
+        checks_api: worker.github.as_ref().is_some_and(|g| g.is_app()),
+        public_url: worker.public_url.as_deref(),
+        now_ms: worker.clock.now_ms(),
+    }))
+}
+
+/// One attempt at a job. Its errors are classified here, once: what a step raised
+/// decides whether the job is tried again.
 pub(super) async fn execute(
     worker: &Worker,
     job: &Job,
     started_ms: i64,
     progress: &Progress,
-) -> Result<Done> {
-    let deadlines = &worker.config.phases;
-    let github = client_of(worker)?;
+) -> Result<Done, JobError> {
+    let classify = |e| JobError::classify(&job.repo, e);
+    let github = client_of(worker).map_err(classify)?;
     // The base repository's installation, also for a pull request from a fork: its
     // commits are read through the base repository, and nothing of the fork runs.
-    let client = github.repo(&job.repo, job.installation_id).await?;
+    let client = repo_client(github, job).await.map_err(classify)?;
     let resolved;
     let job = if job.kind == JobKind::Check && job.pr_number.is_none() {
-        resolved = resolve_rerun(worker, &client, job).await?;
+        resolved = resolve_rerun(worker, &client, job)
+            .await
+            .map_err(classify)?;
         &resolved
     } else {
         job
     };
-    let target = target(worker, &client, job);
+    let target = target(worker, &client, job).map_err(classify)?;
 
     // An earlier attempt stored the run and then failed to publish it: publish that
     // run, as it was, instead of checking again.
-    if let Some((run_id, plan)) = worker.store.job_run(job.id).await? {
-        if let (Some(t), Some(plan)) = (&target, plan) {
-            let plan: Plan =
-                serde_json::from_str(&plan).context("the stored publication does not parse")?;
-            t.publish(run_id, &plan).await?;
-        }
-        let outcome = worker
-            .store
-            .runs(&RunFilter {
-                job_id: Some(job.id),
-                ..RunFilter::default()
-            })
-            .await?
-            .first()
-            .map(|r| r.outcome)
-            .unwrap_or(RunOutcome::Error);
-        return Ok(Done::Stored { run_id, outcome });
+    if let Some(done) = publish_stored(worker, job, target.as_ref())
+        .await
+        .map_err(classify)?
+    {
+        return Ok(done);
     }
 
     if let Some(t) = &target {
         let started = progress
-            .within(Phase::Publish, deadlines.publish, t.start())
+            .within(Phase::Publish, worker.config.phases.publish, t.start())
             .await;
         if let Err(e) = started {
-            if crate::github::GitHubError::refusal_in(&e).is_some() {
-                return Err(e);
+            match classify(e) {
+                refused @ JobError::Refused { .. } => return Err(refused),
+                // Not fatal: the check run is created when the result is published.
+                e => tracing::warn!(error = %e, "could not mark the check as started"),
             }
-            // Not fatal: the check run is created when the result is published.
-            tracing::warn!(
-                error = format!("{e:#}"),
-                "could not mark the check as started"
-            );
         }
     }
 
+    check_and_publish(
+        worker,
+        github,
+        &client,
+        job,
+        target.as_ref(),
+        started_ms,
+        progress,
+    )
+    .await
+    .map_err(classify)
+}
+
+/// The run an earlier attempt stored, published again; None when there is none.
+async fn publish_stored(
+    worker: &Worker,
+    job: &Job,
+    target: Option<&Target<'_>>,
+) -> Result<Option<Done>> {
+    let Some((run_id, plan)) = worker.store.job_run(job.id).await? else {
+        return Ok(None);
+    };
+    if let (Some(t), Some(plan)) = (target, plan) {
+        let plan: Plan =
+            serde_json::from_str(&plan).context("the stored publication does not parse")?;
+        t.publish(run_id, &plan).await?;
+    }
+    let outcome = worker
+        .store
+        .runs(&RunFilter {
+            job_id: Some(job.id),
+            ..RunFilter::default()
+        })
+        .await?
+        .first()
+        .map(|r| r.outcome)
+        .unwrap_or(RunOutcome::Error);
+    Ok(Some(Done::Stored { run_id, outcome }))
+}
+
+/// Fetches and checks the commits, stores the run and publishes it.
+async fn check_and_publish(
+    worker: &Worker,
+    github: &GitHub,
+    client: &RepoClient,
+    job: &Job,
+    target: Option<&Target<'_>>,
+    started_ms: i64,
+    progress: &Progress,
+) -> Result<Done> {
+    let deadlines = &worker.config.phases;
     let fetched = progress
-        .within(Phase::Fetch, deadlines.fetch, fetch(&client, job))
+        .within(Phase::Fetch, deadlines.fetch, fetch(client, job))
         .await?;
     let checked = progress
         .within(
@@ -124,12 +169,12 @@ pub(super) async fn execute(
             check(fetched, job, worker.evidence.clone()),
         )
         .await?;
-    let plan = target.as_ref().map(|t| {
+    let plan = target.map(|t| {
         publish::plan(
             &checked.report,
             &publish::Context {
                 repo: &job.repo,
-                pr_number: t.pr_number,
+                pr_number: t.pr.get(),
                 web_url: github.web_url(),
                 head_sha: &job.head_sha,
                 base_sha: checked.base_sha.as_deref(),
@@ -172,7 +217,7 @@ pub(super) async fn execute(
             findings = checked.report.findings.len(),
             "run stored"
         );
-        if let (Some(t), Some(plan)) = (&target, &plan) {
+        if let (Some(t), Some(plan)) = (target, &plan) {
             t.publish(run_id, plan).await?;
         }
         Ok(Done::Stored { run_id, outcome })
@@ -188,7 +233,7 @@ pub(super) async fn execute(
 async fn resolve_rerun(worker: &Worker, client: &RepoClient, job: &Job) -> Result<Job> {
     if let Some(branch) = &job.base_ref {
         if client
-            .on_branch(branch, &job.head_sha)
+            .on_branch(branch, &CommitSha::parse(&job.head_sha)?)
             .await
             .with_context(|| format!("is {} on {branch}?", short(&job.head_sha)))?
         {
@@ -205,9 +250,6 @@ async fn resolve_rerun(worker: &Worker, client: &RepoClient, job: &Job) -> Resul
     resolve_pull_request(worker, client, job).await
 }
 
-/// Pages of open pull requests read to find a re-run's (100 each).
-const MAX_OPEN_PULL_PAGES: u32 = 10;
-
 /// A check job queued without a pull request: a re-run requested in GitHub's UI
 /// for a pull request from a fork, whose check run and suite list no pull request.
 /// Its pull request is the one a stored check job checked at this head commit,
@@ -222,25 +264,16 @@ async fn resolve_pull_request(worker: &Worker, client: &RepoClient, job: &Job) -
     let found = match stored {
         Some(found) => Some(found),
         None => client
-            .get_pages(
-                &format!("/repos/{}/pulls?state=open", job.repo),
-                MAX_OPEN_PULL_PAGES,
-            )
+            .open_pull_requests()
             .await
             .context("finding the pull request of the re-run commit")?
-            .iter()
-            .filter(|p| p["head"]["sha"].as_str() == Some(job.head_sha.as_str()))
-            .filter_map(|p| {
-                Some((
-                    p["number"].as_i64()?,
-                    p["base"]["sha"].as_str()?.to_string(),
-                    p["base"]["ref"].as_str().map(str::to_string),
-                ))
-            })
-            .min_by_key(|(number, ..)| *number),
+            .into_iter()
+            .filter(|p| p.head.sha.as_str() == job.head_sha)
+            .min_by_key(|p| p.number)
+            .map(|p| (p.number.get(), p.base.sha.to_string(), p.base.branch)),
     };
     let Some((pr, base_sha, base_ref)) = found else {
-        return Err(Permanent(format!(
+        return Err(JobError::Permanent(format!(
             "a re-run was requested for commit {}, but no open pull request of {} has it at its head: nothing to check",
             short(&job.head_sha),
             job.repo
@@ -279,9 +312,8 @@ pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, ref
             .job(job.id)
             .await?
             .unwrap_or_else(|| job.clone());
-        let github = client_of(worker)?;
-        let client = github.repo(&job.repo, job.installation_id).await?;
-        let Some(t) = target(worker, &client, &job) else {
+        let client = repo_client(client_of(worker)?, &job).await?;
+        let Some(t) = target(worker, &client, &job)? else {
             return Ok(());
         };
         // A run stored by the job (not the error run just recorded) stands.
@@ -307,32 +339,34 @@ pub(super) async fn report_failure(worker: &Worker, job: &Job, reason: &str, ref
 struct Fetched {
     head_dir: TempDir,
     /// The base commit compared against, and its tree.
-    base: Option<(String, TempDir)>,
+    base: Option<(CommitSha, TempDir)>,
 }
 
 async fn fetch(client: &RepoClient, job: &Job) -> Result<Fetched> {
+    let head = CommitSha::parse(&job.head_sha)?;
     let base_sha = match job.kind {
         JobKind::Baseline => None,
         JobKind::Check => {
             let base = job
                 .base_sha
                 .as_deref()
-                .ok_or_else(|| anyhow!("check job without a base commit"))?;
+                .ok_or_else(|| anyhow!("check job without a base commit"))
+                .and_then(CommitSha::parse)?;
             // Compare against where the branch left its base, not the base's tip:
             // what changed on the base since is not this PR's doing.
-            Some(match client.merge_base(base, &job.head_sha).await {
+            Some(match client.merge_base(&base, &head).await {
                 Ok(sha) => sha,
                 Err(e) => {
                     tracing::warn!(
                         error = format!("{e:#}"),
                         "no merge base; comparing against the base branch tip"
                     );
-                    base.to_string()
+                    base
                 }
             })
         }
     };
-    let (head_dir, base_dir) = tokio::try_join!(fetch_tree(client, &job.head_sha), async {
+    let (head_dir, base_dir) = tokio::try_join!(fetch_tree(client, &head), async {
         match &base_sha {
             Some(sha) => fetch_tree(client, sha).await.map(Some),
             None => Ok(None),
@@ -354,6 +388,7 @@ async fn check(
     let (base_sha, base_dir) = base.unzip();
     let repo_urls = vec![format!("https://github.com/{}", job.repo)];
     let head_label = short(&job.head_sha);
+    let base_sha = base_sha.map(|sha| sha.to_string());
     let base_label = base_sha.as_deref().map(short);
     let prometheus = evidence.filter(|_| job.kind == JobKind::Check);
     // The pipeline is CPU-bound and synchronous: off the async threads. The temp dirs
@@ -387,7 +422,7 @@ async fn check(
         )
         .map_err(|e| match e {
             crate::analysis::CheckError::Config(e) => {
-                anyhow::Error::new(Permanent(format!("config error: {e}")))
+                anyhow::Error::new(JobError::Permanent(format!("config error: {e}")))
             }
             crate::analysis::CheckError::Other(e) => e,
         })?;
@@ -406,7 +441,7 @@ async fn check(
     })
 }
 
-async fn fetch_tree(client: &RepoClient, sha: &str) -> Result<TempDir> {
+async fn fetch_tree(client: &RepoClient, sha: &CommitSha) -> Result<TempDir> {
     let bytes = client.tarball(sha).await?;
     let dir = tempfile::Builder::new()
         .prefix(&format!("{}tree-", crate::workspace::TEMP_PREFIX))
@@ -420,7 +455,7 @@ async fn fetch_tree(client: &RepoClient, sha: &str) -> Result<TempDir> {
     .context("unpacking panicked")?
     .with_context(|| format!("unpacking {} at {sha}", client.repo()))?;
     tracing::debug!(
-        sha,
+        %sha,
         files = stats.files,
         bytes = stats.bytes,
         "tree unpacked"

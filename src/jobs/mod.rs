@@ -5,9 +5,10 @@
 //! already stored is published again, not checked again). Tests drive a [`Worker`] with
 //! [`Worker::run_until_idle`] and a [`Clock`] they control.
 
+mod error;
 mod execute;
 
-pub use execute::Permanent;
+use error::JobError;
 
 use crate::github::GitHub;
 use crate::metrics::Metrics;
@@ -300,10 +301,10 @@ impl Worker {
         let outcome = if job.attempts > job.max_attempts {
             // Claimed again after its lease ran out more often than it may be tried:
             // its workers keep dying on it.
-            Err(anyhow::anyhow!(
+            Err(JobError::Transient(anyhow::anyhow!(
                 "gave up: the job's worker was lost {} times",
                 job.attempts - 1
-            ))
+            )))
         } else {
             let lost = CancellationToken::new();
             let progress = Progress::default();
@@ -315,7 +316,7 @@ impl Worker {
                 r = execute::execute(self, job, started_ms, &progress) => Some(r),
                 // Stuck past its deadline: failed like any attempt, so it is retried;
                 // otherwise another worker has the job.
-                _ = lost.cancelled() => stuck.get().map(|overdue| Err(anyhow::Error::new(*overdue))),
+                _ = lost.cancelled() => stuck.get().map(|overdue| Err(JobError::Transient(anyhow::Error::new(*overdue)))),
                 _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
                     heartbeat.abort();
                     let released = self.store.release(job.id, &self.name, self.clock.now_ms()).await?;
@@ -351,7 +352,7 @@ impl Worker {
     async fn settle(
         &self,
         job: &Job,
-        outcome: Result<execute::Done>,
+        outcome: Result<execute::Done, JobError>,
         started_ms: i64,
     ) -> Result<Processed> {
         let now = self.clock.now_ms();
@@ -369,17 +370,17 @@ impl Worker {
             }
             Ok(execute::Done::LeaseLost) => Processed::LeaseLost,
             Err(e) => {
-                // GitHub refusing for good (app uninstalled, permission missing) is
-                // as final as a bad config file: no retry storm.
-                let refusal = crate::publish::post::refusal_reason(&job.repo, &e);
-                let refused = refusal.is_some();
-                let error = refusal.unwrap_or_else(|| format!("{e:#}"));
-                let permanent = refused || e.downcast_ref::<execute::Permanent>().is_some();
-                // A rate limit's own wait wins over a shorter backoff.
-                let wait = self
-                    .config
-                    .backoff(job.attempts)
-                    .max(crate::github::GitHubError::retry_after_in(&e).unwrap_or_default());
+                let error = e.to_string();
+                let (permanent, refused, asked) = match &e {
+                    // Trying again fixes no config file and changes no refusal by
+                    // GitHub: the job fails now, no retry storm.
+                    JobError::Permanent(_) => (true, false, Duration::ZERO),
+                    JobError::Refused { .. } => (true, true, Duration::ZERO),
+                    // A rate limit's own wait wins over a shorter backoff.
+                    JobError::RateLimited { retry_after, .. } => (false, false, *retry_after),
+                    JobError::Transient(_) => (false, false, Duration::ZERO),
+                };
+                let wait = self.config.backoff(job.attempts).max(asked);
                 let retry_at = now + wait.as_millis() as i64;
                 let run = NewRun {
                     kind: job.kind,

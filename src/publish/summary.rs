@@ -1,7 +1,8 @@
 //! The sticky summary comment: one per pull request, found again by its marker and
 //! edited in place. Its body is the markdown report (so every section the report
 //! renderers add appears here too), with findings linked to their line at the head
-//! commit, plus the selectors the change touches.
+//! commit, plus the selectors the change touches. When GitHub refuses the inline
+//! comments, a note at its end says so.
 
 use super::{fit, selectors, Context};
 use crate::report::markdown::{self, Links};
@@ -46,4 +47,48 @@ pub fn comment(report: &Report, ctx: &Context) -> String {
         ctx.checks_url()
     );
     fit(&body, COMMENT_LIMIT, &note)
+}
+
+/// What a publication left out, and why: said in the summary comment and recorded.
+pub(crate) struct LeftOut {
+    /// Appended to the summary comment.
+    pub(crate) comment: String,
+    /// Recorded on the publication.
+    pub(crate) recorded: String,
+}
+
+impl LeftOut {
+    /// GitHub refused the review of `findings` inline comments as invalid; `why`:
+    /// its message.
+    pub(crate) fn refused_review(findings: usize, why: &str) -> LeftOut {
+        let what = match findings {
+            1 => "1 finding".to_string(),
+            n => format!("{n} findings"),
+        };
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            format!(" (\"{}\")", why.chars().take(200).collect::<String>())
+        };
+        LeftOut {
+            comment: format!(
+                "> **Inline comments were not posted.** GitHub refused the review of {what} on the changed lines{why}, most likely because the pull request changed while meshward was checking it. They are listed above; the next run comments them inline if they are still there.\n"
+            ),
+            recorded: format!(
+                "inline comments not posted: GitHub answered 422 to the review of {what}{why}; the findings are in the summary comment only"
+            ),
+        }
+    }
+}
+
+/// The summary comment with `note` at its end, under GitHub's limit.
+pub(crate) fn with_note(comment: &str, note: &str) -> String {
+    let limit = COMMENT_LIMIT;
+    let room = limit.saturating_sub(note.chars().count() + 2);
+    let kept = if comment.chars().count() <= room {
+        comment.to_string()
+    } else {
+        fit(comment, room, "")
+    };
+    format!("{}\n\n{note}", kept.trim_end_matches('\n'))
 }

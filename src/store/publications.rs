@@ -2,12 +2,12 @@
 //! and the plan it publishes; per pull request its summary comment and inline review
 //! comments. Re-runs read these to edit and answer instead of posting again.
 
-use super::{Job, Pool, Store};
+use super::pool::{with_pool, Backend};
+use super::{Job, Store};
 use anyhow::Result;
-use sqlx::Row;
 
 /// A check job's publication.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Publication {
     pub job_id: i64,
     pub repo_id: i64,
@@ -30,7 +30,7 @@ pub struct Publication {
 }
 
 /// An inline review comment meshward posted.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ReviewCommentRecord {
     pub repo_id: i64,
     pub pr_number: i64,
@@ -50,28 +50,6 @@ pub struct ReviewCommentRecord {
 
 const PUBLICATION_COLUMNS: &str = "job_id, repo_id, pr_number, head_sha, run_id, plan_json, \
      check_run_id, check_state, annotations_sent, comment_id, review_id, state, error, published_at_ms";
-
-macro_rules! publication_from_row {
-    ($r:expr) => {{
-        let r = $r;
-        Publication {
-            job_id: r.try_get("job_id")?,
-            repo_id: r.try_get("repo_id")?,
-            pr_number: r.try_get("pr_number")?,
-            head_sha: r.try_get("head_sha")?,
-            run_id: r.try_get("run_id")?,
-            plan_json: r.try_get("plan_json")?,
-            check_run_id: r.try_get("check_run_id")?,
-            check_state: r.try_get("check_state")?,
-            annotations_sent: r.try_get("annotations_sent")?,
-            comment_id: r.try_get("comment_id")?,
-            review_id: r.try_get("review_id")?,
-            state: r.try_get("state")?,
-            error: r.try_get("error")?,
-            published_at_ms: r.try_get("published_at_ms")?,
-        }
-    }};
-}
 
 const REVIEW_COLUMNS: &str = "repo_id, pr_number, finding_key, path, rule, subject, line, \
      comment_id, review_id, job_id, head_sha, posted_at_ms, resolved_at_ms, reply_id";
@@ -104,12 +82,10 @@ impl Store {
 
     pub async fn publication(&self, job_id: i64) -> Result<Option<Publication>> {
         let sql = format!("SELECT {PUBLICATION_COLUMNS} FROM publications WHERE job_id = $1");
-        with_pool!(self, p => {
-            match sqlx::query(&sql).bind(job_id).fetch_optional(p).await? {
-                Some(r) => Ok(Some(publication_from_row!(&r))),
-                None => Ok(None),
-            }
-        })
+        let publication = with_pool!(self, p => {
+            sqlx::query_as::<_, Publication>(&sql).bind(job_id).fetch_optional(p).await?
+        });
+        Ok(publication)
     }
 
     /// Every publication of a pull request, oldest job first.
@@ -117,13 +93,18 @@ impl Store {
         let sql = format!(
             "SELECT {PUBLICATION_COLUMNS} FROM publications WHERE repo_id = $1 AND pr_number = $2 ORDER BY job_id"
         );
-        with_pool!(self, p => {
-            let rows = sqlx::query(&sql).bind(repo_id).bind(pr_number).fetch_all(p).await?;
-            rows.iter().map(|r| Ok(publication_from_row!(r))).collect()
-        })
+        let publications = with_pool!(self, p => {
+            sqlx::query_as::<_, Publication>(&sql).bind(repo_id).bind(pr_number).fetch_all(p).await?
+        });
+        Ok(publications)
     }
 
-    pub async fn set_check_run(&self, job_id: i64, check_run_id: i64, now: i64) -> Result<()> {
+    pub(crate) async fn set_check_run(
+        &self,
+        job_id: i64,
+        check_run_id: i64,
+        now: i64,
+    ) -> Result<()> {
         self.update_publication(
             "check_run_id = $2, check_state = COALESCE(check_state, 'in_progress')",
             job_id,
@@ -140,12 +121,17 @@ impl Store {
         Ok(())
     }
 
-    pub async fn set_annotations_sent(&self, job_id: i64, sent: i64, now: i64) -> Result<()> {
+    pub(crate) async fn set_annotations_sent(
+        &self,
+        job_id: i64,
+        sent: i64,
+        now: i64,
+    ) -> Result<()> {
         self.update_publication("annotations_sent = $2", job_id, Some(sent), now)
             .await
     }
 
-    pub async fn set_publication_comment(
+    pub(crate) async fn set_publication_comment(
         &self,
         job_id: i64,
         comment_id: i64,
@@ -155,7 +141,7 @@ impl Store {
             .await
     }
 
-    pub async fn set_publication_review(
+    pub(crate) async fn set_publication_review(
         &self,
         job_id: i64,
         review_id: i64,
@@ -190,15 +176,15 @@ impl Store {
                    WHERE job_id = $1";
         let sql = match self.backend() {
             // PostgreSQL cannot infer the type of a parameter used only in IS NULL.
-            super::Backend::Postgres => sql.replace("$2 IS NULL", "$2::TEXT IS NULL"),
-            super::Backend::Sqlite => sql.to_string(),
+            Backend::Postgres => sql.replace("$2 IS NULL", "$2::TEXT IS NULL"),
+            Backend::Sqlite => sql.to_string(),
         };
         with_pool!(self, p => sqlx::query(&sql).bind(job_id).bind(error).bind(now).execute(p).await.map(|_| ())?);
         Ok(())
     }
 
     /// Notes on a publication what was left out of it (its state is unchanged).
-    pub async fn note_publication(&self, job_id: i64, note: &str, now: i64) -> Result<()> {
+    pub(crate) async fn note_publication(&self, job_id: i64, note: &str, now: i64) -> Result<()> {
         let sql = "UPDATE publications SET error = $2, updated_at_ms = $3 WHERE job_id = $1";
         with_pool!(self, p => sqlx::query(sql).bind(job_id).bind(note).bind(now).execute(p).await.map(|_| ())?);
         Ok(())
@@ -209,7 +195,7 @@ impl Store {
     /// The pull request a check job of this repository checked at `head_sha` (the
     /// latest such job): its number, base commit and base branch. A re-run of a
     /// fork's pull request names no pull request; this is where it is found first.
-    pub async fn pull_request_of_commit(
+    pub(crate) async fn pull_request_of_commit(
         &self,
         repo_id: i64,
         head_sha: &str,
@@ -218,21 +204,19 @@ impl Store {
                    WHERE repo_id = $1 AND head_sha = $2 AND kind = 'check' \
                        AND pr_number IS NOT NULL AND base_sha IS NOT NULL \
                    ORDER BY id DESC LIMIT 1";
-        with_pool!(self, p => {
-            match sqlx::query(sql).bind(repo_id).bind(head_sha).fetch_optional(p).await? {
-                Some(r) => Ok(Some((
-                    r.try_get("pr_number")?,
-                    r.try_get("base_sha")?,
-                    r.try_get("base_ref")?,
-                ))),
-                None => Ok(None),
-            }
-        })
+        let pr = with_pool!(self, p => {
+            sqlx::query_as::<_, (i64, String, Option<String>)>(sql)
+                .bind(repo_id)
+                .bind(head_sha)
+                .fetch_optional(p)
+                .await?
+        });
+        Ok(pr)
     }
 
     /// Gives a check job queued without a pull request (a fork's re-run) the pull
     /// request found for it, so its retries and its failure report know it.
-    pub async fn set_job_pull_request(
+    pub(crate) async fn set_job_pull_request(
         &self,
         job_id: i64,
         pr_number: i64,
@@ -261,12 +245,10 @@ impl Store {
     /// The summary comment of a pull request.
     pub async fn pr_comment(&self, repo_id: i64, pr_number: i64) -> Result<Option<i64>> {
         let sql = "SELECT comment_id FROM pr_comments WHERE repo_id = $1 AND pr_number = $2";
-        with_pool!(self, p => {
-            match sqlx::query(sql).bind(repo_id).bind(pr_number).fetch_optional(p).await? {
-                Some(r) => Ok(Some(r.try_get("comment_id")?)),
-                None => Ok(None),
-            }
-        })
+        let comment = with_pool!(self, p => {
+            sqlx::query_scalar::<_, i64>(sql).bind(repo_id).bind(pr_number).fetch_optional(p).await?
+        });
+        Ok(comment)
     }
 
     /// Records `comment_id` as the pull request's summary comment unless one is
@@ -301,7 +283,7 @@ impl Store {
 
     /// Records the summary comment unconditionally (the recorded one was deleted on
     /// GitHub and replaced), or notes which run last wrote it.
-    pub async fn set_pr_comment(
+    pub(crate) async fn set_pr_comment(
         &self,
         repo_id: i64,
         pr_number: i64,
@@ -338,29 +320,10 @@ impl Store {
         let sql = format!(
             "SELECT {REVIEW_COLUMNS} FROM review_comments WHERE repo_id = $1 AND pr_number = $2 ORDER BY id"
         );
-        with_pool!(self, p => {
-            let rows = sqlx::query(&sql).bind(repo_id).bind(pr_number).fetch_all(p).await?;
-            rows.iter()
-                .map(|r| -> Result<ReviewCommentRecord> {
-                    Ok(ReviewCommentRecord {
-                        repo_id: r.try_get("repo_id")?,
-                        pr_number: r.try_get("pr_number")?,
-                        finding_key: r.try_get("finding_key")?,
-                        path: r.try_get("path")?,
-                        rule: r.try_get("rule")?,
-                        subject: r.try_get("subject")?,
-                        line: r.try_get("line")?,
-                        comment_id: r.try_get("comment_id")?,
-                        review_id: r.try_get("review_id")?,
-                        job_id: r.try_get("job_id")?,
-                        head_sha: r.try_get("head_sha")?,
-                        posted_at_ms: r.try_get("posted_at_ms")?,
-                        resolved_at_ms: r.try_get("resolved_at_ms")?,
-                        reply_id: r.try_get("reply_id")?,
-                    })
-                })
-                .collect()
-        })
+        let comments = with_pool!(self, p => {
+            sqlx::query_as::<_, ReviewCommentRecord>(&sql).bind(repo_id).bind(pr_number).fetch_all(p).await?
+        });
+        Ok(comments)
     }
 
     /// Records an inline comment for a finding key (a key commented again after it

@@ -2,132 +2,209 @@
 //! time bucket), the runs list with cursor paging, the latest coverage of every
 //! repository, and retention. SQL both backends accept, as in the rest of the store.
 
-use super::*;
+use super::pool::with_pool;
+use super::runs::RUN_COLUMNS;
+use super::{
+    BucketRow, CoverageNumbers, FindingCounts, LatestBaseline, Metrics, NamespaceCoverageRecord,
+    RepoOverview, RunOutcome, RunRecord, RunWithCoverage, RunsPageQuery, SeriesQuery, Store,
+};
+use anyhow::{bail, Result};
+use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
 use std::collections::HashMap;
 
-/// Reads the coverage columns of a `coverage_totals` row (aliased `t_*`), None when
-/// the LEFT JOIN found none.
-macro_rules! total_coverage {
-    ($r:expr) => {{
-        let r = $r;
-        match r.try_get::<Option<i64>, _>("t_workloads")? {
-            None => None,
-            Some(workloads) => Some(CoverageNumbers {
-                workloads,
-                workloads_with_proxy: r.try_get("t_workloads_with_proxy")?,
-                namespaces: r.try_get("t_namespaces")?,
-                namespaces_strict: r.try_get("t_namespaces_strict")?,
-                namespaces_permissive: r.try_get("t_namespaces_permissive")?,
-                namespaces_disable: r.try_get("t_namespaces_disable")?,
-                namespaces_injected: r.try_get("t_namespaces_injected")?,
-                mtls_mode: None,
-                selectors_effective: r.try_get("t_selectors_effective")?,
-                selectors_ineffective: r.try_get("t_selectors_ineffective")?,
-                workload_entries_selected: r.try_get("t_workload_entries_selected")?,
-                workload_entries_total: r.try_get("t_workload_entries_total")?,
-            }),
-        }
-    }};
+/// The columns of a [`CoverageNumbers`], from `coverage_totals` aliased `t`.
+const TOTAL_COLUMNS: &str = "t.workloads, t.workloads_with_proxy, t.namespaces, \
+     t.namespaces_strict, t.namespaces_permissive, t.namespaces_disable, t.namespaces_injected, \
+     t.selectors_effective, t.selectors_ineffective, t.workload_entries_selected, \
+     t.workload_entries_total";
+
+/// The columns of a [`NamespaceMetrics`]: `coverage_namespaces` aliased `n` and
+/// `namespace_findings` aliased `f`.
+const NAMESPACE_COLUMNS: &str = "n.namespace, n.mtls_mode, n.workloads, n.workloads_with_proxy, \
+     n.selectors_effective, n.selectors_ineffective, n.workload_entries_selected, \
+     n.workload_entries_total, f.errors, f.warnings, f.infos, f.introduced, f.existing, f.resolved";
+
+/// A run's own [`FindingCounts`], from `runs` aliased `r`.
+const RUN_FINDING_COLUMNS: &str =
+    "r.errors, r.warnings, r.infos, r.introduced, r.existing, r.resolved";
+
+/// The columns of `T` from a LEFT JOIN: None when the join found no row. That shows
+/// as NULL in `T::KEY`, a NOT NULL column of the joined table, where the derived
+/// `FromRow` of `T` would fail on the first NULL instead.
+struct Joined<T>(Option<T>);
+
+trait JoinKey {
+    const KEY: &'static str;
 }
 
-const TOTAL_COLUMNS: &str = "t.workloads AS t_workloads, t.workloads_with_proxy AS t_workloads_with_proxy, \
-     t.namespaces AS t_namespaces, t.namespaces_strict AS t_namespaces_strict, \
-     t.namespaces_permissive AS t_namespaces_permissive, t.namespaces_disable AS t_namespaces_disable, \
-     t.namespaces_injected AS t_namespaces_injected, t.selectors_effective AS t_selectors_effective, \
-     t.selectors_ineffective AS t_selectors_ineffective, \
-     t.workload_entries_selected AS t_workload_entries_selected, \
-     t.workload_entries_total AS t_workload_entries_total";
-
-/// Reads one namespace's coverage (`n_*`, from `coverage_namespaces`) and findings
-/// (`f_*`, from `namespace_findings`, absent when it had none).
-macro_rules! namespace_metrics {
-    ($r:expr) => {{
-        let r = $r;
-        match r.try_get::<Option<String>, _>("n_mtls_mode")? {
-            None => None,
-            Some(mode) => Some(Metrics {
-                coverage: CoverageNumbers {
-                    workloads: r.try_get("n_workloads")?,
-                    workloads_with_proxy: r.try_get("n_workloads_with_proxy")?,
-                    namespaces: 1,
-                    namespaces_strict: i64::from(mode == "STRICT"),
-                    namespaces_permissive: i64::from(mode == "PERMISSIVE"),
-                    namespaces_disable: i64::from(mode == "DISABLE"),
-                    namespaces_injected: None,
-                    selectors_effective: r.try_get("n_selectors_effective")?,
-                    selectors_ineffective: r.try_get("n_selectors_ineffective")?,
-                    workload_entries_selected: r.try_get("n_workload_entries_selected")?,
-                    workload_entries_total: r.try_get("n_workload_entries_total")?,
-                    mtls_mode: Some(mode),
-                },
-                findings: FindingCounts {
-                    error: r.try_get::<Option<i64>, _>("f_errors")?.unwrap_or(0),
-                    warning: r.try_get::<Option<i64>, _>("f_warnings")?.unwrap_or(0),
-                    info: r.try_get::<Option<i64>, _>("f_infos")?.unwrap_or(0),
-                    introduced: r.try_get::<Option<i64>, _>("f_introduced")?.unwrap_or(0),
-                    existing: r.try_get::<Option<i64>, _>("f_existing")?.unwrap_or(0),
-                    resolved: r.try_get::<Option<i64>, _>("f_resolved")?.unwrap_or(0),
-                },
-            }),
+impl<'r, R, T> FromRow<'r, R> for Joined<T>
+where
+    R: Row,
+    T: FromRow<'r, R> + JoinKey,
+    &'r str: ColumnIndex<R>,
+    Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        match row.try_get::<Option<i64>, _>(T::KEY)? {
+            None => Ok(Joined(None)),
+            Some(_) => T::from_row(row).map(|t| Joined(Some(t))),
         }
-    }};
+    }
 }
 
-const NAMESPACE_COLUMNS: &str = "n.mtls_mode AS n_mtls_mode, n.workloads AS n_workloads, \
-     n.workloads_with_proxy AS n_workloads_with_proxy, n.selectors_effective AS n_selectors_effective, \
-     n.selectors_ineffective AS n_selectors_ineffective, \
-     n.workload_entries_selected AS n_workload_entries_selected, \
-     n.workload_entries_total AS n_workload_entries_total, f.errors AS f_errors, \
-     f.warnings AS f_warnings, f.infos AS f_infos, f.introduced AS f_introduced, \
-     f.existing AS f_existing, f.resolved AS f_resolved";
-
-/// The run's own finding counts (columns of `runs`, aliased `r`).
-macro_rules! run_findings {
-    ($r:expr) => {{
-        let r = $r;
-        FindingCounts {
-            error: r.try_get("errors")?,
-            warning: r.try_get("warnings")?,
-            info: r.try_get("infos")?,
-            introduced: r.try_get("introduced")?,
-            existing: r.try_get("existing")?,
-            resolved: r.try_get("resolved")?,
-        }
-    }};
+impl JoinKey for CoverageNumbers {
+    const KEY: &'static str = "workloads";
 }
 
-const RUN_COLUMNS: &str = "r.id, r.job_id, r.kind, r.repo_id, r.repo, r.pr_number, r.head_sha, \
-     r.base_sha, r.started_at_ms, r.finished_at_ms, r.outcome, r.error, r.blocking, r.introduced, \
-     r.existing, r.resolved, r.errors, r.warnings, r.infos, r.suppressed";
+impl JoinKey for FindingCounts {
+    const KEY: &'static str = "errors";
+}
 
-macro_rules! run_record {
-    ($r:expr) => {{
-        let r = $r;
-        RunRecord {
-            id: r.try_get("id")?,
-            job_id: r.try_get("job_id")?,
-            kind: JobKind::parse(&r.try_get::<String, _>("kind")?)?,
-            repo_id: r.try_get("repo_id")?,
-            repo: r.try_get("repo")?,
-            pr_number: r.try_get("pr_number")?,
-            head_sha: r.try_get("head_sha")?,
-            base_sha: r.try_get("base_sha")?,
-            started_at_ms: r.try_get("started_at_ms")?,
-            finished_at_ms: r.try_get("finished_at_ms")?,
-            outcome: RunOutcome::parse(&r.try_get::<String, _>("outcome")?)?,
-            error: r.try_get("error")?,
-            counts: RunCounts {
-                blocking: r.try_get("blocking")?,
-                introduced: r.try_get("introduced")?,
-                existing: r.try_get("existing")?,
-                resolved: r.try_get("resolved")?,
-                errors: r.try_get("errors")?,
-                warnings: r.try_get("warnings")?,
-                infos: r.try_get("infos")?,
-                suppressed: r.try_get("suppressed")?,
+impl JoinKey for NamespaceMetrics {
+    const KEY: &'static str = "workloads";
+}
+
+impl JoinKey for LatestRun {
+    const KEY: &'static str = "run_id";
+}
+
+/// The run a series bucket shows, with `M`, the columns its metrics are read from.
+#[derive(FromRow)]
+struct BucketRun<M> {
+    bucket: i64,
+    baselines: i64,
+    id: i64,
+    head_sha: String,
+    finished_at_ms: i64,
+    outcome: RunOutcome,
+    error: Option<String>,
+    #[sqlx(flatten)]
+    metrics: M,
+}
+
+impl<M> BucketRun<M> {
+    fn into_bucket(self, metrics: impl FnOnce(M) -> Option<Metrics>) -> BucketRow {
+        BucketRow {
+            bucket: self.bucket,
+            baselines: self.baselines,
+            run_id: self.id,
+            head_sha: self.head_sha,
+            finished_at_ms: self.finished_at_ms,
+            metrics: match self.outcome {
+                RunOutcome::Error => None,
+                RunOutcome::Pass | RunOutcome::Fail => metrics(self.metrics),
             },
+            outcome: self.outcome,
+            error: self.error,
         }
-    }};
+    }
+}
+
+/// A run's own finding counts and its head coverage (None when it stored none).
+#[derive(FromRow)]
+struct RunMetrics {
+    #[sqlx(flatten)]
+    findings: FindingCounts,
+    #[sqlx(flatten)]
+    coverage: Joined<CoverageNumbers>,
+}
+
+impl RunMetrics {
+    fn metrics(self) -> Option<Metrics> {
+        let findings = self.findings;
+        self.coverage
+            .0
+            .map(|coverage| Metrics { coverage, findings })
+    }
+}
+
+/// One namespace's coverage and findings; a namespace without findings has no
+/// `namespace_findings` row.
+#[derive(FromRow)]
+struct NamespaceMetrics {
+    #[sqlx(flatten)]
+    coverage: NamespaceCoverageRecord,
+    #[sqlx(flatten)]
+    findings: Joined<FindingCounts>,
+}
+
+impl NamespaceMetrics {
+    fn into_metrics(self) -> (String, Metrics) {
+        let c = self.coverage;
+        let metrics = Metrics {
+            coverage: CoverageNumbers {
+                workloads: c.workloads,
+                workloads_with_proxy: c.workloads_with_proxy,
+                namespaces: 1,
+                namespaces_strict: i64::from(c.mtls_mode == "STRICT"),
+                namespaces_permissive: i64::from(c.mtls_mode == "PERMISSIVE"),
+                namespaces_disable: i64::from(c.mtls_mode == "DISABLE"),
+                namespaces_injected: None,
+                selectors_effective: c.selectors_effective,
+                selectors_ineffective: c.selectors_ineffective,
+                workload_entries_selected: c.workload_entries_selected,
+                workload_entries_total: c.workload_entries_total,
+                mtls_mode: Some(c.mtls_mode),
+            },
+            findings: self.findings.0.unwrap_or_default(),
+        };
+        (c.namespace, metrics)
+    }
+}
+
+/// A run's coverage of one revision, for the runs list.
+#[derive(FromRow)]
+struct RunCoverage {
+    run_id: i64,
+    revision: String,
+    #[sqlx(flatten)]
+    coverage: CoverageNumbers,
+}
+
+/// A repository and its latest successful baseline, if it has one with coverage.
+#[derive(FromRow)]
+struct OverviewRow {
+    github_id: i64,
+    full_name: String,
+    installed: bool,
+    default_branch: Option<String>,
+    #[sqlx(flatten)]
+    latest: Joined<LatestRun>,
+    #[sqlx(flatten)]
+    coverage: Joined<CoverageNumbers>,
+}
+
+#[derive(FromRow)]
+struct LatestRun {
+    run_id: i64,
+    head_sha: String,
+    finished_at_ms: i64,
+    #[sqlx(flatten)]
+    findings: FindingCounts,
+}
+
+impl From<OverviewRow> for RepoOverview {
+    fn from(r: OverviewRow) -> RepoOverview {
+        let latest = match (r.latest.0, r.coverage.0) {
+            (Some(run), Some(coverage)) => Some(LatestBaseline {
+                run_id: run.run_id,
+                head_sha: run.head_sha,
+                finished_at_ms: run.finished_at_ms,
+                metrics: Metrics {
+                    coverage,
+                    findings: run.findings,
+                },
+            }),
+            _ => None,
+        };
+        RepoOverview {
+            repo_id: r.github_id,
+            full_name: r.full_name,
+            installed: r.installed,
+            default_branch: r.default_branch,
+            latest,
+        }
+    }
 }
 
 impl Store {
@@ -135,19 +212,19 @@ impl Store {
     /// service was told about (any case, as GitHub matches names), else from the
     /// newest run stored under exactly that name (an index lookup: an unknown name
     /// never scans the runs).
-    pub async fn find_repo(&self, full_name: &str) -> Result<Option<(i64, String)>> {
-        let by_repos = "SELECT github_id AS id, full_name AS name FROM repos \
+    pub(crate) async fn find_repo(&self, full_name: &str) -> Result<Option<(i64, String)>> {
+        let by_repos = "SELECT github_id, full_name FROM repos \
                         WHERE LOWER(full_name) = LOWER($1) ORDER BY installed DESC, updated_at_ms DESC LIMIT 1";
-        let by_runs =
-            "SELECT repo_id AS id, repo AS name FROM runs WHERE repo = $1 ORDER BY id DESC LIMIT 1";
-        with_pool!(self, p => {
-            for sql in [by_repos, by_runs] {
-                if let Some(r) = sqlx::query(sql).bind(full_name).fetch_optional(p).await? {
-                    return Ok(Some((r.try_get("id")?, r.try_get("name")?)));
-                }
+        let by_runs = "SELECT repo_id, repo FROM runs WHERE repo = $1 ORDER BY id DESC LIMIT 1";
+        for sql in [by_repos, by_runs] {
+            let found = with_pool!(self, p => {
+                sqlx::query_as::<_, (i64, String)>(sql).bind(full_name).fetch_optional(p).await?
+            });
+            if found.is_some() {
+                return Ok(found);
             }
-            Ok(None)
-        })
+        }
+        Ok(None)
     }
 
     /// The baseline runs of a series, one row per bucket that has any: the last
@@ -166,53 +243,44 @@ impl Store {
                        COUNT(*) OVER (PARTITION BY (finished_at_ms - $2) / $3) AS baselines \
                 FROM runs \
                 WHERE repo_id = $1 AND kind = 'baseline' AND finished_at_ms >= $4 AND finished_at_ms < $5) ";
-        let sql = match q.namespace {
-            None => format!(
-                "{ranked} SELECT r.*, {TOTAL_COLUMNS} FROM ranked r \
-                 LEFT JOIN coverage_totals t ON t.run_id = r.id AND t.revision = 'head' \
-                 WHERE r.rn = 1 ORDER BY r.bucket"
-            ),
-            Some(_) => format!(
-                "{ranked} SELECT r.*, {NAMESPACE_COLUMNS} FROM ranked r \
-                 LEFT JOIN coverage_namespaces n ON n.run_id = r.id AND n.revision = 'head' AND n.namespace = $6 \
-                 LEFT JOIN namespace_findings f ON f.run_id = r.id AND f.namespace = $6 \
-                 WHERE r.rn = 1 ORDER BY r.bucket"
-            ),
-        };
-        with_pool!(self, p => {
-            let mut query = sqlx::query(&sql)
-                .bind(q.repo_id)
-                .bind(q.offset_ms)
-                .bind(q.bucket_ms)
-                .bind(q.start_ms)
-                .bind(q.end_ms);
-            if let Some(ns) = q.namespace {
-                query = query.bind(ns);
+        let run = "r.bucket, r.baselines, r.id, r.head_sha, r.finished_at_ms, r.outcome, r.error";
+        let rows = match q.namespace {
+            None => {
+                let sql = format!(
+                    "{ranked} SELECT {run}, {RUN_FINDING_COLUMNS}, {TOTAL_COLUMNS} FROM ranked r \
+                     LEFT JOIN coverage_totals t ON t.run_id = r.id AND t.revision = 'head' \
+                     WHERE r.rn = 1 ORDER BY r.bucket"
+                );
+                let rows = with_pool!(self, p => {
+                    sqlx::query_as::<_, BucketRun<RunMetrics>>(&sql)
+                        .bind(q.repo_id).bind(q.offset_ms).bind(q.bucket_ms).bind(q.start_ms).bind(q.end_ms)
+                        .fetch_all(p)
+                        .await?
+                });
+                rows.into_iter()
+                    .map(|r| r.into_bucket(RunMetrics::metrics))
+                    .collect()
             }
-            let rows = query.fetch_all(p).await?;
-            rows.iter()
-                .map(|r| -> Result<BucketRow> {
-                    let outcome = RunOutcome::parse(&r.try_get::<String, _>("outcome")?)?;
-                    let metrics = match q.namespace {
-                        None => {
-                            let findings = run_findings!(r);
-                            total_coverage!(r).map(|coverage| Metrics { coverage, findings })
-                        }
-                        Some(_) => namespace_metrics!(r),
-                    };
-                    Ok(BucketRow {
-                        bucket: r.try_get("bucket")?,
-                        baselines: r.try_get("baselines")?,
-                        run_id: r.try_get("id")?,
-                        head_sha: r.try_get("head_sha")?,
-                        finished_at_ms: r.try_get("finished_at_ms")?,
-                        error: r.try_get("error")?,
-                        metrics: if outcome == RunOutcome::Error { None } else { metrics },
-                        outcome,
-                    })
-                })
-                .collect()
-        })
+            Some(namespace) => {
+                let sql = format!(
+                    "{ranked} SELECT {run}, {NAMESPACE_COLUMNS} FROM ranked r \
+                     LEFT JOIN coverage_namespaces n ON n.run_id = r.id AND n.revision = 'head' AND n.namespace = $6 \
+                     LEFT JOIN namespace_findings f ON f.run_id = r.id AND f.namespace = $6 \
+                     WHERE r.rn = 1 ORDER BY r.bucket"
+                );
+                let rows = with_pool!(self, p => {
+                    sqlx::query_as::<_, BucketRun<Joined<NamespaceMetrics>>>(&sql)
+                        .bind(q.repo_id).bind(q.offset_ms).bind(q.bucket_ms).bind(q.start_ms).bind(q.end_ms)
+                        .bind(namespace)
+                        .fetch_all(p)
+                        .await?
+                });
+                rows.into_iter()
+                    .map(|r| r.into_bucket(|m| m.0.map(|m| m.into_metrics().1)))
+                    .collect()
+            }
+        };
+        Ok(rows)
     }
 
     /// A page of a repository's runs, newest first, with their coverage (head, and
@@ -232,28 +300,21 @@ impl Store {
                 qb.push(" AND r.id < ").push_bind(before);
             }
             qb.push(" ORDER BY r.id DESC LIMIT ").push_bind(limit + 1);
-            let rows = qb.build().fetch_all(p).await?;
-            let mut runs = rows
-                .iter()
-                .map(|r| -> Result<RunRecord> { Ok(run_record!(r)) })
-                .collect::<Result<Vec<_>>>()?;
+            let mut runs = qb.build_query_as::<RunRecord>().fetch_all(p).await?;
             let more = runs.len() as i64 > limit;
             runs.truncate(limit as usize);
             let mut coverage: HashMap<(i64, String), CoverageNumbers> = HashMap::new();
             if !runs.is_empty() {
                 let mut qb = sqlx::QueryBuilder::new(format!(
-                    "SELECT t.run_id AS run_id, t.revision AS revision, {TOTAL_COLUMNS} \
-                     FROM coverage_totals t WHERE t.run_id IN ("
+                    "SELECT t.run_id, t.revision, {TOTAL_COLUMNS} FROM coverage_totals t WHERE t.run_id IN ("
                 ));
                 let mut ids = qb.separated(", ");
                 for r in &runs {
                     ids.push_bind(r.id);
                 }
                 qb.push(")");
-                for r in qb.build().fetch_all(p).await? {
-                    if let Some(c) = total_coverage!(&r) {
-                        coverage.insert((r.try_get("run_id")?, r.try_get("revision")?), c);
-                    }
+                for r in qb.build_query_as::<RunCoverage>().fetch_all(p).await? {
+                    coverage.insert((r.run_id, r.revision), r.coverage);
                 }
             }
             let out = runs
@@ -272,9 +333,8 @@ impl Store {
     pub async fn repo_overview(&self) -> Result<Vec<RepoOverview>> {
         // One index probe per repository (runs_repo_kind), not a scan of all runs.
         let sql = format!(
-            "SELECT p.github_id, p.full_name, p.installed, p.default_branch, \
-                    r.id AS run_id, r.head_sha, r.finished_at_ms, r.errors, r.warnings, r.infos, \
-                    r.introduced, r.existing, r.resolved, {TOTAL_COLUMNS} \
+            "SELECT p.github_id, p.full_name, p.installed, p.default_branch, r.id AS run_id, \
+                    r.head_sha, r.finished_at_ms, {RUN_FINDING_COLUMNS}, {TOTAL_COLUMNS} \
              FROM repos p \
              LEFT JOIN runs r ON r.id = (SELECT x.id FROM runs x \
                  WHERE x.repo_id = p.github_id AND x.kind = 'baseline' AND x.outcome <> 'error' \
@@ -282,48 +342,25 @@ impl Store {
              LEFT JOIN coverage_totals t ON t.run_id = r.id AND t.revision = 'head' \
              ORDER BY p.full_name"
         );
-        with_pool!(self, p => {
-            let rows = sqlx::query(&sql).fetch_all(p).await?;
-            rows.iter()
-                .map(|r| -> Result<RepoOverview> {
-                    let latest = match (r.try_get::<Option<i64>, _>("run_id")?, total_coverage!(r)) {
-                        (Some(run_id), Some(coverage)) => Some(LatestBaseline {
-                            run_id,
-                            head_sha: r.try_get("head_sha")?,
-                            finished_at_ms: r.try_get("finished_at_ms")?,
-                            metrics: Metrics { coverage, findings: run_findings!(r) },
-                        }),
-                        _ => None,
-                    };
-                    Ok(RepoOverview {
-                        repo_id: r.try_get("github_id")?,
-                        full_name: r.try_get("full_name")?,
-                        installed: r.try_get("installed")?,
-                        default_branch: r.try_get("default_branch")?,
-                        latest,
-                    })
-                })
-                .collect()
-        })
+        let rows =
+            with_pool!(self, p => sqlx::query_as::<_, OverviewRow>(&sql).fetch_all(p).await?);
+        Ok(rows.into_iter().map(RepoOverview::from).collect())
     }
 
     /// Each namespace's coverage and findings in a run's head revision.
     pub async fn namespace_metrics(&self, run_id: i64) -> Result<Vec<(String, Metrics)>> {
         let sql = format!(
-            "SELECT n.namespace AS namespace, {NAMESPACE_COLUMNS} FROM coverage_namespaces n \
+            "SELECT {NAMESPACE_COLUMNS} FROM coverage_namespaces n \
              LEFT JOIN namespace_findings f ON f.run_id = n.run_id AND f.namespace = n.namespace \
              WHERE n.run_id = $1 AND n.revision = 'head' ORDER BY n.namespace"
         );
-        with_pool!(self, p => {
-            let rows = sqlx::query(&sql).bind(run_id).fetch_all(p).await?;
-            let mut out = Vec::new();
-            for r in &rows {
-                if let Some(m) = namespace_metrics!(r) {
-                    out.push((r.try_get("namespace")?, m));
-                }
-            }
-            Ok(out)
-        })
+        let rows = with_pool!(self, p => {
+            sqlx::query_as::<_, NamespaceMetrics>(&sql).bind(run_id).fetch_all(p).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(NamespaceMetrics::into_metrics)
+            .collect())
     }
 
     /// Retention: deletes PR runs (kind `check`) that finished before `before_ms`,

@@ -1,11 +1,11 @@
 //! Records the store reads and writes.
 
 use crate::report::{Report, Verdict};
-use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum JobKind {
     /// A pull request: base and head are checked, findings get a status.
     Check,
@@ -14,23 +14,17 @@ pub enum JobKind {
 }
 
 impl JobKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             JobKind::Check => "check",
             JobKind::Baseline => "baseline",
         }
     }
-    pub fn parse(s: &str) -> Result<JobKind> {
-        Ok(match s {
-            "check" => JobKind::Check,
-            "baseline" => JobKind::Baseline,
-            _ => bail!("unknown job kind {s:?}"),
-        })
-    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum JobState {
     Queued,
     Running,
@@ -40,7 +34,7 @@ pub enum JobState {
 }
 
 impl JobState {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             JobState::Queued => "queued",
             JobState::Running => "running",
@@ -49,17 +43,7 @@ impl JobState {
             JobState::Superseded => "superseded",
         }
     }
-    pub fn parse(s: &str) -> Result<JobState> {
-        Ok(match s {
-            "queued" => JobState::Queued,
-            "running" => JobState::Running,
-            "succeeded" => JobState::Succeeded,
-            "failed" => JobState::Failed,
-            "superseded" => JobState::Superseded,
-            _ => bail!("unknown job state {s:?}"),
-        })
-    }
-    pub const ALL: [JobState; 5] = [
+    pub(crate) const ALL: [JobState; 5] = [
         JobState::Queued,
         JobState::Running,
         JobState::Succeeded,
@@ -100,7 +84,7 @@ impl Enqueued {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Job {
     pub id: i64,
     pub kind: JobKind,
@@ -156,7 +140,7 @@ pub enum DeliveryOutcome {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct RepoRecord {
     pub github_id: i64,
     pub full_name: String,
@@ -165,8 +149,9 @@ pub struct RepoRecord {
     pub installed: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum RunOutcome {
     Pass,
     Fail,
@@ -175,20 +160,12 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunOutcome::Pass => "pass",
             RunOutcome::Fail => "fail",
             RunOutcome::Error => "error",
         }
-    }
-    pub fn parse(s: &str) -> Result<RunOutcome> {
-        Ok(match s {
-            "pass" => RunOutcome::Pass,
-            "fail" => RunOutcome::Fail,
-            "error" => RunOutcome::Error,
-            _ => bail!("unknown run outcome {s:?}"),
-        })
     }
 }
 
@@ -209,7 +186,7 @@ pub struct NewRun<'a> {
 }
 
 impl NewRun<'_> {
-    pub fn outcome(&self) -> RunOutcome {
+    pub(crate) fn outcome(&self) -> RunOutcome {
         match self.report {
             Some(r) if self.error.is_none() => match r.summary.verdict {
                 Verdict::Pass => RunOutcome::Pass,
@@ -218,7 +195,7 @@ impl NewRun<'_> {
             _ => RunOutcome::Error,
         }
     }
-    pub fn counts(&self) -> RunCounts {
+    pub(crate) fn counts(&self) -> RunCounts {
         match self.report {
             Some(r) => {
                 let s = &r.summary;
@@ -238,7 +215,7 @@ impl NewRun<'_> {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow)]
 pub struct RunCounts {
     pub blocking: i64,
     pub introduced: i64,
@@ -257,7 +234,7 @@ pub struct RunFilter {
     pub job_id: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct RunRecord {
     pub id: i64,
     pub job_id: Option<i64>,
@@ -271,10 +248,11 @@ pub struct RunRecord {
     pub finished_at_ms: i64,
     pub outcome: RunOutcome,
     pub error: Option<String>,
+    #[sqlx(flatten)]
     pub counts: RunCounts,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct FindingRecord {
     pub rule: String,
     pub severity: String,
@@ -312,7 +290,7 @@ pub struct EvidenceRecord {
 
 impl EvidenceRecord {
     /// The rows a run's evidence becomes.
-    pub fn of(e: &crate::evidence::Evidence) -> Vec<EvidenceRecord> {
+    pub(crate) fn of(e: &crate::evidence::Evidence) -> Vec<EvidenceRecord> {
         let ms = |t: Option<&String>| {
             t.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| t.timestamp_millis())
@@ -350,7 +328,7 @@ pub struct CoverageRecord {
     pub namespaces: Vec<NamespaceCoverageRecord>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow)]
 pub struct TotalCoverageRecord {
     pub namespaces: i64,
     pub namespaces_strict: i64,
@@ -363,7 +341,7 @@ pub struct TotalCoverageRecord {
     pub workload_entries_total: i64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow)]
 pub struct NamespaceCoverageRecord {
     pub namespace: String,
     pub mtls_mode: String,
@@ -379,7 +357,8 @@ pub struct NamespaceCoverageRecord {
 
 /// How much of the mesh a revision enforces: for a whole repository, or one
 /// namespace (then `namespaces` is 1 and `mtls_mode` says which mode it has).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Read as a row: the columns of `coverage_totals`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct CoverageNumbers {
     pub workloads: i64,
     pub workloads_with_proxy: i64,
@@ -390,6 +369,7 @@ pub struct CoverageNumbers {
     /// Whole repository only (null for a namespace: not recorded per namespace).
     pub namespaces_injected: Option<i64>,
     /// One namespace only: its effective mTLS mode.
+    #[sqlx(skip)]
     pub mtls_mode: Option<String>,
     pub selectors_effective: i64,
     pub selectors_ineffective: i64,
@@ -399,7 +379,7 @@ pub struct CoverageNumbers {
 
 impl CoverageNumbers {
     /// The counts by name, in a fixed order (for deltas, tables and gauges).
-    pub fn counts(&self) -> [(&'static str, Option<i64>); 11] {
+    pub(crate) fn counts(&self) -> [(&'static str, Option<i64>); 11] {
         [
             ("workloads", Some(self.workloads)),
             ("workloads_with_proxy", Some(self.workloads_with_proxy)),
@@ -420,11 +400,14 @@ impl CoverageNumbers {
 }
 
 /// Findings of a run (or of one namespace in it): by severity, those not resolved;
-/// by status, all.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// by status, all. Read as a row: the count columns of `runs` or `namespace_findings`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct FindingCounts {
+    #[sqlx(rename = "errors")]
     pub error: i64,
+    #[sqlx(rename = "warnings")]
     pub warning: i64,
+    #[sqlx(rename = "infos")]
     pub info: i64,
     pub introduced: i64,
     pub existing: i64,
@@ -505,7 +488,7 @@ pub struct LatestBaseline {
 }
 
 impl FindingCounts {
-    pub fn add(&mut self, f: &crate::finding::Finding) {
+    fn add(&mut self, f: &crate::finding::Finding) {
         use crate::finding::{Severity, Status};
         match f.status {
             Status::Introduced => self.introduced += 1,
@@ -525,7 +508,7 @@ impl FindingCounts {
 /// The namespace a finding counts in for per-namespace trends: its resource's
 /// namespace, or the Namespace object's own name. None for cluster-scoped objects
 /// and findings about whole files (they count in the run's totals only).
-pub fn finding_namespace(f: &crate::finding::Finding) -> Option<&str> {
+fn finding_namespace(f: &crate::finding::Finding) -> Option<&str> {
     let r = f.resource.as_ref()?;
     match (&r.namespace, r.kind.as_str()) {
         (Some(ns), _) => Some(ns),
@@ -535,7 +518,7 @@ pub fn finding_namespace(f: &crate::finding::Finding) -> Option<&str> {
 }
 
 /// Findings counted per namespace (see [`finding_namespace`]).
-pub fn finding_counts_by_namespace(
+pub(crate) fn finding_counts_by_namespace(
     findings: &[crate::finding::Finding],
 ) -> std::collections::BTreeMap<String, FindingCounts> {
     let mut out = std::collections::BTreeMap::<String, FindingCounts>::new();
