@@ -3,7 +3,7 @@
 //! repository, or with a plain token), retries server errors and rate limits, bounds
 //! the response size, and counts calls by status for `/metrics`.
 
-use super::api::RepoName;
+use super::names::RepoName;
 use crate::metrics::Metrics;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;

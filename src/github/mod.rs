@@ -5,12 +5,13 @@
 pub(crate) mod api;
 pub mod client;
 pub mod events;
+mod names;
 pub mod tarball;
 pub mod webhook;
 
-pub(crate) use api::{CommitSha, PrNumber, RepoName};
 pub use client::{
     GitHub, GitHubAuth, GitHubConfig, GitHubError, RepoClient, RetryPolicy, Timeouts,
 };
 pub use events::{interpret, AppIdentity, Decision, Interpreted};
+pub(crate) use names::{CommitSha, PrNumber, RepoName};
 pub use webhook::WebhookSecrets;

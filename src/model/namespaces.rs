@@ -11,6 +11,50 @@ use crate::config::MeshConfig;
 use crate::render::AppNamespaceLabels;
 use std::collections::BTreeMap;
 
+/// Injection of a namespace whose labels are known.
+pub(super) fn injection_of(labels: &Labels) -> Injection {
+    let inj = labels.get("istio-injection").map(String::as_str);
+    let rev = labels.get("istio.io/rev").cloned();
+    let mut out = Injection {
+        enabled: Some(false),
+        conflict: multiple_injection_labels(labels).len() > 1,
+        explicitly_disabled: inj == Some("disabled"),
+        ..Default::default()
+    };
+    if inj == Some("enabled") {
+        out.enabled = Some(true);
+        out.via = Some("istio-injection".into());
+    } else if inj.is_none() {
+        if let Some(rev) = rev {
+            out.enabled = Some(true);
+            out.via = Some("istio.io/rev".into());
+            out.revision = Some(rev);
+        }
+    }
+    out
+}
+
+/// The labels istioctl's IST0123 (NamespaceMultipleInjectionLabels) collects: more
+/// than one is a conflict. `istio.io/rev` and `istio.io/dataplane-mode` count only
+/// when `istio-injection` is absent or `enabled`: a namespace with injection switched
+/// off (`disabled`, or any other value) may carry them without conflict.
+/// (istio/istio pkg/config/analysis/analyzers/injection/injection.go)
+pub(super) fn multiple_injection_labels(labels: &Labels) -> Vec<String> {
+    let inj = labels.get("istio-injection");
+    let mut out: Vec<String> = inj
+        .map(|v| format!("istio-injection={v}"))
+        .into_iter()
+        .collect();
+    for key in ["istio.io/rev", "istio.io/dataplane-mode"] {
+        if let Some(v) = labels.get(key) {
+            if inj.is_none_or(|i| i == "enabled") {
+                out.push(format!("{key}={v}"));
+            }
+        }
+    }
+    out
+}
+
 pub(crate) const FROM_NAMESPACE: &str = "namespace";
 pub(crate) const FROM_ARGOCD: &str = "argocd";
 pub(crate) const FROM_CONFIG: &str = "config";
@@ -21,7 +65,7 @@ pub(crate) fn unknown_reason(name: &str) -> String {
 
 fn namespace(name: &str, labels: Option<Labels>) -> Namespace {
     let injection = match &labels {
-        Some(l) => super::workloads::injection_of(l),
+        Some(l) => injection_of(l),
         None => Injection::default(),
     };
     Namespace {
@@ -184,7 +228,7 @@ mod tests {
                 false,
             ),
         ] {
-            let got = super::super::workloads::injection_of(&labels(&pairs));
+            let got = super::injection_of(&labels(&pairs));
             assert_eq!(got.conflict, conflict, "{name}");
         }
     }

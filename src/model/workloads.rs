@@ -3,8 +3,7 @@
 
 use super::labels::{Labels, LabelsExt};
 use super::{
-    address_problem, namespaces, str_at, Injection, Namespace, ProxyRequests, Workload,
-    WorkloadEntry,
+    address_problem, namespaces, str_at, Namespace, ProxyRequests, Workload, WorkloadEntry,
 };
 use crate::manifest::Resource;
 use serde_json::Value as Json;
@@ -53,50 +52,6 @@ pub(super) fn pod_template(r: &Resource) -> Option<&Json> {
         "CronJob" => r.body.pointer("/spec/jobTemplate/spec/template"),
         _ => r.body.pointer("/spec/template"),
     }
-}
-
-/// Injection of a namespace whose labels are known.
-pub(super) fn injection_of(labels: &Labels) -> Injection {
-    let inj = labels.get("istio-injection").map(String::as_str);
-    let rev = labels.get("istio.io/rev").cloned();
-    let mut out = Injection {
-        enabled: Some(false),
-        conflict: multiple_injection_labels(labels).len() > 1,
-        explicitly_disabled: inj == Some("disabled"),
-        ..Default::default()
-    };
-    if inj == Some("enabled") {
-        out.enabled = Some(true);
-        out.via = Some("istio-injection".into());
-    } else if inj.is_none() {
-        if let Some(rev) = rev {
-            out.enabled = Some(true);
-            out.via = Some("istio.io/rev".into());
-            out.revision = Some(rev);
-        }
-    }
-    out
-}
-
-/// The labels istioctl's IST0123 (NamespaceMultipleInjectionLabels) collects: more
-/// than one is a conflict. `istio.io/rev` and `istio.io/dataplane-mode` count only
-/// when `istio-injection` is absent or `enabled`: a namespace with injection switched
-/// off (`disabled`, or any other value) may carry them without conflict.
-/// (istio/istio pkg/config/analysis/analyzers/injection/injection.go)
-pub(super) fn multiple_injection_labels(labels: &Labels) -> Vec<String> {
-    let inj = labels.get("istio-injection");
-    let mut out: Vec<String> = inj
-        .map(|v| format!("istio-injection={v}"))
-        .into_iter()
-        .collect();
-    for key in ["istio.io/rev", "istio.io/dataplane-mode"] {
-        if let Some(v) = labels.get(key) {
-            if inj.is_none_or(|i| i == "enabled") {
-                out.push(format!("{key}={v}"));
-            }
-        }
-    }
-    out
 }
 
 pub(super) fn workload_of(
