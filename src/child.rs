@@ -1,7 +1,9 @@
 //! Limits on the child processes meshward starts (render tools, the policy worker):
 //! what a hostile input makes them do must end in them, not in meshward.
 
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
+use std::time::Duration;
+use wait_timeout::ChildExt;
 
 /// Children run under an address-space limit (`RLIMIT_AS`, set in the child before
 /// it execs): on Linux always.
@@ -55,4 +57,25 @@ pub(crate) fn drain(
         }
         (buf, cut)
     })
+}
+
+/// Waits for `child` up to `limit`. Past it the child is killed and reaped (no
+/// zombie left behind) and the answer is None.
+pub(crate) fn wait_within(
+    child: &mut Child,
+    limit: Duration,
+) -> std::io::Result<Option<ExitStatus>> {
+    match child.wait_timeout(limit) {
+        Ok(Some(status)) => Ok(Some(status)),
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Ok(None)
+        }
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
 }

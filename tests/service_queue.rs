@@ -442,12 +442,12 @@ async fn a_phase_past_its_deadline_fails_the_attempt_with_the_phase_named(store:
     let clock = Clock::manual(0);
     let mut config = queue_config();
     config.phases.fetch = Duration::from_secs(1);
-    let w = Worker::new(
-        store.clone(),
+    let w = worker_with(
+        &store,
         Some(app_github(&fake, &metrics)),
-        metrics.clone(),
+        &metrics,
+        &clock,
         config,
-        clock.clone(),
     );
     let (_, processed) = tokio::time::timeout(Duration::from_secs(60), w.run_once())
         .await
@@ -504,12 +504,12 @@ async fn a_job_whose_database_went_away_is_given_back_when_it_returns(
     let clock = Clock::manual(0);
     let mut config = queue_config();
     config.lease = Duration::from_secs(300);
-    let w = Worker::new(
-        store.clone(),
+    let w = worker_with(
+        &store,
         Some(app_github(&fake, &metrics)),
-        metrics.clone(),
+        &metrics,
+        &clock,
         config,
-        clock.clone(),
     );
     let started = std::time::Instant::now();
     let running = tokio::spawn({

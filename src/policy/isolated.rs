@@ -12,7 +12,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
-use wait_timeout::ChildExt;
 
 /// The first line on the worker's stdin; the policy input follows it as JSON.
 #[derive(Serialize, Deserialize)]
@@ -151,18 +150,10 @@ fn run_worker(
     let reader = std::thread::spawn(move || read_answers(stdout));
     let err_reader = crate::child::drain(stderr, 16 * 1024);
     let deadline = limits.timeout.saturating_mul(count as u32) + START_MARGIN;
-    let status = match child.wait_timeout(deadline) {
+    let status = match crate::child::wait_within(&mut child, deadline) {
         Ok(Some(status)) => Ok(status),
-        Ok(None) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            Err(Ended::TimedOut(deadline))
-        }
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            Err(Ended::Crashed(e.to_string()))
-        }
+        Ok(None) => Err(Ended::TimedOut(deadline)),
+        Err(e) => Err(Ended::Crashed(e.to_string())),
     };
     let _ = writer.join();
     let (answers, overflow) = reader.join().unwrap_or_default();

@@ -5,7 +5,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use wait_timeout::ChildExt;
 
 #[derive(Debug, Clone)]
 pub struct RenderLimits {
@@ -193,13 +192,9 @@ pub fn run(cmd: Command, scratch: &Path, limits: &RenderLimits) -> Result<Vec<u8
     // stderr is drained to the end but only its start kept: closing it early would
     // kill a tool that warns a lot (SIGPIPE) while its output is still good.
     let err_reader = crate::child::drain(stderr, 64 * 1024);
-    let status = match child.wait_timeout(limits.timeout) {
+    let status = match crate::child::wait_within(&mut child, limits.timeout) {
         Ok(Some(status)) => status,
-        Ok(None) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(RunError::Timeout(limits.timeout));
-        }
+        Ok(None) => return Err(RunError::Timeout(limits.timeout)),
         Err(e) => return Err(RunError::Spawn(e.to_string())),
     };
     let (out, overflow) = out_reader.join().unwrap_or_default();

@@ -198,11 +198,22 @@ pub fn queue_config() -> QueueConfig {
 }
 
 pub fn worker(store: &Store, github: Option<GitHub>, metrics: &Metrics, clock: &Clock) -> Worker {
+    worker_with(store, github, metrics, clock, queue_config())
+}
+
+/// [`worker`] with a queue configuration of the test's own.
+pub fn worker_with(
+    store: &Store,
+    github: Option<GitHub>,
+    metrics: &Metrics,
+    clock: &Clock,
+    config: QueueConfig,
+) -> Worker {
     Worker::new(
         store.clone(),
         github,
         metrics.clone(),
-        queue_config(),
+        config,
         clock.clone(),
     )
 }
