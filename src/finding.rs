@@ -129,6 +129,14 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// ` (IST0101)` where istioctl analyze has the same check, else nothing.
+    pub fn istio_code_suffix(&self) -> String {
+        self.istio_code
+            .as_ref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default()
+    }
+
     /// What makes a finding "the same" in base and head: not its line (lines move)
     /// nor its message (counts in it change), but what it is about.
     pub fn identity(&self) -> (String, String, String) {

@@ -6,11 +6,11 @@
 
 pub mod analysis;
 pub mod changes;
-pub mod child;
+pub(crate) mod child;
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod dashboard;
+pub(crate) mod dashboard;
 pub mod evidence;
 pub mod finding;
 pub mod github;

@@ -86,6 +86,9 @@ enum PolicyCommand {
         /// Folder of policies and their tests (default: the built-in policies).
         dir: Option<PathBuf>,
     },
+    /// Print the built-in rules as the README's markdown table (id, severity, what
+    /// each catches).
+    Rules,
 }
 
 fn main() -> ExitCode {
@@ -249,6 +252,12 @@ fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Policy {
+            command: PolicyCommand::Rules,
+        } => {
+            print!("{}", report::rules::markdown_table());
+            ExitCode::SUCCESS
+        }
         Command::Policy {
             command: PolicyCommand::Test { dir },
         } => match meshward::policy_test(dir.as_deref()) {

@@ -18,20 +18,6 @@ const PR: i64 = 7;
 const PAYMENTS: &str = "clusters/prod/payments.yaml";
 const NS_FILE: &str = "clusters/prod/namespace.yaml";
 
-fn check_job(pr: i64, base: &str, head: &str) -> NewJob {
-    NewJob {
-        kind: JobKind::Check,
-        repo_id: REPO_ID,
-        repo: REPO.to_string(),
-        installation_id: Some(INSTALLATION),
-        pr_number: Some(pr),
-        head_sha: head.to_string(),
-        base_sha: Some(base.to_string()),
-        base_ref: Some("main".to_string()),
-        delivery_id: None,
-    }
-}
-
 /// 1-based line of the first line of `text` containing `needle`.
 fn line_of(text: &str, needle: &str) -> u32 {
     text.lines()
@@ -67,24 +53,19 @@ fn succeeded(p: &Processed) -> i64 {
     }
 }
 
-fn check_at<'a>(runs: &'a [CheckRun], sha: &str) -> Vec<&'a CheckRun> {
-    runs.iter().filter(|c| c.head_sha == sha).collect()
-}
-
 /// The issue's first two scenarios as one story: a PR that introduces
 /// `serviceentry/none-with-endpoints` fails the check with an annotation at the
 /// line, one summary comment and one inline comment on the changed line; a push
 /// that fixes it edits the same comment, passes, and answers the inline comment.
 async fn a_finding_fails_the_check_and_a_fix_passes_it_in_the_same_summary(store: Store) {
-    let fake = FakeGitHub::start().await;
-    finding_then_fix(&fake, store).await;
+    finding_then_fix(FakeGitHub::start().await, store).await;
 }
 
 /// The same story on GitHub Enterprise Server, whose REST API is under `/api/v3`
 /// and whose GraphQL (resolving the thread) is at `/api/graphql`, not under it.
 async fn on_enterprise_server_the_story_is_the_same(store: Store) {
-    let fake = FakeGitHub::start_enterprise().await;
-    let first_summary = finding_then_fix(&fake, store).await;
+    let (svc, first_summary) = finding_then_fix(FakeGitHub::start_enterprise().await, store).await;
+    let fake = &svc.fake;
     let calls = fake.model().calls.clone();
     assert!(
         calls.iter().all(|c| c.status != 404),
@@ -152,19 +133,20 @@ async fn review_threads_are_resolved_past_the_first_page(store: Store) {
 
 /// A PR that introduces a finding, then a push that fixes it (see the first test).
 /// Returns the first summary comment.
-async fn finding_then_fix(fake: &FakeGitHub, store: Store) -> String {
-    let (base, head) = gitops_repo(fake);
-    let store = migrated(store).await;
-    let clock = Clock::manual(0);
-    let (mut w, _) = app_worker(fake, &store, &clock);
-    w.public_url = Some("https://meshward.example.com".into());
-    store
-        .enqueue(&check_job(PR, &base, &head), 3, 0)
-        .await
-        .unwrap();
-    let run_id = succeeded(&run_one(&w).await.1);
+async fn finding_then_fix(fake: FakeGitHub, store: Store) -> (Service, String) {
+    fake.add_repo(REPO, REPO_ID, INSTALLATION);
+    let mut svc = Service::on(fake, store).await;
+    svc.worker.public_url = Some("https://meshward.example.com".into());
+    let base = svc.commit(None, &[(NS_FILE, NAMESPACE)]);
+    let head = svc.commit(
+        Some(&base),
+        &[(NS_FILE, NAMESPACE), (PAYMENTS, BAD_SERVICE_ENTRY)],
+    );
+    svc.open_pr(PR, &base, &head).await;
+    let run_id = svc.process_one().await;
+    let store = &svc.store;
 
-    let repo = fake.repo(REPO);
+    let repo = svc.repo();
     let checks: Vec<CheckRun> = repo.check_runs.values().cloned().collect();
     assert_eq!(checks.len(), 1);
     let check = &checks[0];
@@ -239,34 +221,24 @@ async fn finding_then_fix(fake: &FakeGitHub, store: Store) -> String {
 
     // A second push fixes it.
     let fixed_entry = BAD_SERVICE_ENTRY.replace("resolution: NONE", "resolution: STATIC");
-    let fixed = fake.commit(
-        REPO,
+    let fixed = svc.commit(
         Some(&head),
         &[(NS_FILE, NAMESPACE), (PAYMENTS, &fixed_entry)],
     );
-    fake.push_pull(REPO, PR, &fixed);
-    store
-        .enqueue(&check_job(PR, &base, &fixed), 3, clock.now_ms())
-        .await
-        .unwrap();
-    succeeded(&run_one(&w).await.1);
+    svc.push(PR, &fixed).await;
+    svc.process_one().await;
 
-    let repo = fake.repo(REPO);
-    let checks: Vec<CheckRun> = repo.check_runs.values().cloned().collect();
-    assert_eq!(checks.len(), 2);
-    let second = check_at(&checks, &fixed);
-    assert_eq!(second.len(), 1);
-    assert_eq!(second[0].conclusion.as_deref(), Some("success"));
-    assert!(second[0].annotations.is_empty());
+    let repo = svc.repo();
+    assert_eq!(repo.check_runs.len(), 2);
+    assert_eq!(svc.conclusion_at(&fixed), "success");
+    assert!(svc.check_runs_at(&fixed)[0].annotations.is_empty());
     // Still one summary comment: the same one, edited.
     assert_eq!(repo.issue_comments.len(), 1);
     let edited = repo.issue_comments.values().next().unwrap();
     assert_eq!(edited.id, comment.id);
     assert_eq!(edited.edits, 1);
-    assert!(edited
-        .body
-        .contains("✅ **meshward: no blocking findings**"));
-    assert!(edited.body.contains("Introduced by this change (0)"));
+    svc.expect_comment("✅ **meshward: no blocking findings**");
+    svc.expect_comment("Introduced by this change (0)");
     // The inline comment is answered and its thread resolved; nothing new posted.
     assert_eq!(repo.reviews.len(), 1);
     assert_eq!(repo.inline_comments().len(), 1);
@@ -281,7 +253,8 @@ async fn finding_then_fix(fake: &FakeGitHub, store: Store) -> String {
     let recorded = store.review_comments(REPO_ID, PR).await.unwrap();
     assert!(recorded[0].resolved_at_ms.is_some());
     assert_eq!(recorded[0].reply_id, Some(replies[0].id));
-    comment.body
+    let first_summary = comment.body;
+    (svc, first_summary)
 }
 
 /// 120 findings: annotations in three requests (50, 50, 20), all of them counted.
@@ -1347,6 +1320,34 @@ async fn the_last_call_of_a_refused_job_is_made_once(store: Store) {
     assert_eq!(fake.calls().len(), calls.len());
 }
 
+/// "Re-run all checks" on a pull request whose finding stands: a second check run
+/// on the same commit fails again, and the pull request keeps one summary comment
+/// (edited) and one inline comment: nothing is posted twice.
+async fn a_rerun_of_a_pull_request_checks_it_again_and_posts_nothing_twice(store: Store) {
+    let svc = Service::start(store).await;
+    let base = svc.commit(None, &[(NS_FILE, NAMESPACE)]);
+    let head = svc.commit(
+        Some(&base),
+        &[(NS_FILE, NAMESPACE), (PAYMENTS, BAD_SERVICE_ENTRY)],
+    );
+    svc.open_pr(PR, &base, &head).await;
+    svc.process_one().await;
+    let first = svc.summary();
+    svc.expect_comment("❌ **meshward: 1 blocking finding**");
+
+    svc.rerun(PR).await;
+    svc.process_one().await;
+    let runs = svc.check_runs_at(&head);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(runs
+        .iter()
+        .all(|r| r.conclusion.as_deref() == Some("failure")));
+    let again = svc.summary();
+    assert_eq!(again.id, first.id);
+    svc.expect_comment("❌ **meshward: 1 blocking finding**");
+    assert_eq!(svc.repo().inline_comments().len(), 1);
+}
+
 contract!(
     a_finding_fails_the_check_and_a_fix_passes_it_in_the_same_summary,
     on_enterprise_server_the_story_is_the_same,
@@ -1372,4 +1373,5 @@ contract!(
     a_refused_review_leaves_the_findings_in_the_summary,
     a_job_failing_after_its_check_run_started_completes_it_once,
     the_last_call_of_a_refused_job_is_made_once,
+    a_rerun_of_a_pull_request_checks_it_again_and_posts_nothing_twice,
 );

@@ -214,3 +214,68 @@ fn mesh_wide_strict_leaves_out_system_pods_and_namespaces_with_their_own_mode() 
         );
     }
 }
+
+/// The README's table of rules is the catalogue's, as `meshward policy rules`
+/// prints it: a rule added, renamed or reworded in one place only shows here.
+#[test]
+fn the_readme_table_of_rules_is_generated_from_the_catalogue() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let begin = readme.find("<!-- rules:begin").expect("rules:begin marker");
+    let body = &readme[begin..];
+    let table_at = body.find('\n').expect("line after the marker") + 1;
+    let end = body.find("<!-- rules:end -->").expect("rules:end marker");
+    assert_eq!(
+        &body[table_at..end],
+        meshward::report::rules::markdown_table(),
+        "README.md's table of rules is stale: regenerate it with `meshward policy rules`"
+    );
+}
+
+/// Every rule a built-in policy raises has its entry in the catalogue (SARIF's rule
+/// metadata and the README read it), and no entry names a rule nothing raises.
+#[test]
+fn every_rule_the_policies_raise_is_in_the_catalogue() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let mut raised = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).expect("policies/") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        if !name.ends_with(".rego") || name.ends_with("_test.rego") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("policy");
+        // A rule id is set as `"rule": "<id>"`, or passed first to a policy's
+        // `finding("<id>", ...)` helper.
+        for line in text.lines() {
+            for start in ["\"rule\": \"", "finding(\""] {
+                if let Some((_, rest)) = line.split_once(start) {
+                    raised.insert(rest.split('"').next().unwrap_or_default().to_string());
+                }
+            }
+        }
+    }
+    let catalogue: std::collections::BTreeSet<String> = meshward::report::rules::RULES
+        .iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    let missing: Vec<&String> = raised.difference(&catalogue).collect();
+    assert!(missing.is_empty(), "raised but not catalogued: {missing:?}");
+    let policy_rules: Vec<&String> = catalogue
+        .iter()
+        .filter(|id| {
+            !["manifest/", "render/", "policy/", "exception/"]
+                .iter()
+                .any(|p| id.starts_with(p))
+        })
+        .filter(|id| !raised.contains(*id))
+        .collect();
+    assert!(
+        policy_rules.is_empty(),
+        "catalogued but raised by no policy: {policy_rules:?}"
+    );
+}

@@ -13,20 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-fn check_job(pr: i64, base: &str, head: &str) -> NewJob {
-    NewJob {
-        kind: JobKind::Check,
-        repo_id: REPO_ID,
-        repo: REPO.to_string(),
-        installation_id: Some(INSTALLATION),
-        pr_number: Some(pr),
-        head_sha: head.to_string(),
-        base_sha: Some(base.to_string()),
-        base_ref: Some("main".to_string()),
-        delivery_id: None,
-    }
-}
-
 async fn a_job_whose_worker_died_completes_on_another_after_the_lease(store: Store) {
     let fake = FakeGitHub::start().await;
     let (base, head) = gitops_repo(&fake);

@@ -8,18 +8,9 @@ use meshward::store::*;
 use service_support::*;
 use std::collections::HashSet;
 
+/// A check job of PR `pr` at `head`, on one fixed base.
 fn job(pr: i64, head: &str) -> NewJob {
-    NewJob {
-        kind: JobKind::Check,
-        repo_id: REPO_ID,
-        repo: REPO.to_string(),
-        installation_id: Some(INSTALLATION),
-        pr_number: Some(pr),
-        head_sha: head.to_string(),
-        base_sha: Some("b".repeat(40)),
-        base_ref: Some("main".to_string()),
-        delivery_id: None,
-    }
+    check_job(pr, &"b".repeat(40), head)
 }
 
 fn report() -> Report {

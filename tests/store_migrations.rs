@@ -222,17 +222,7 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
             .unwrap(),
         DeliveryOutcome::Duplicate
     );
-    let new = NewJob {
-        kind: JobKind::Check,
-        repo_id: 1001,
-        repo: "acme/gitops".into(),
-        installation_id: Some(77),
-        pr_number: Some(8),
-        head_sha: "d".repeat(40),
-        base_sha: Some("b".repeat(40)),
-        base_ref: Some("main".into()),
-        delivery_id: None,
-    };
+    let new = crate::service_support::check_job(8, &"b".repeat(40), &"d".repeat(40));
     let id = store.enqueue(&new, 3, 3_000).await.unwrap().id();
     assert!(id > claimed.id);
     assert_eq!(store.jobs().await.unwrap().len(), 3);

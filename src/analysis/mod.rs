@@ -17,17 +17,15 @@ mod diff;
 mod evaluate;
 mod exceptions;
 mod limits;
-mod revision;
+mod roots;
 
 use crate::policy::input::policy_value;
+use crate::render::{is_manifest, RenderedRevision};
 use diff::diff;
 use evaluate::{evaluate_revision, Evaluated};
 use exceptions::apply_exceptions;
 use limits::{limits_above_ceiling, policy_limits};
-use revision::{
-    is_manifest, parse_revision, render_context, render_note, root_outcomes, touched_failures,
-    Parsed,
-};
+use roots::{render_note, root_outcomes, touched_failures};
 
 pub const REPO_POLICY_DIR: &str = ".meshward/policies/";
 
@@ -194,13 +192,20 @@ pub fn analyze(
     }
 
     let started = std::time::Instant::now();
+    let render_settings = crate::render::Settings {
+        tools: &opts.tools,
+        limits: limits::render_limits(&config, &opts.render_limits),
+        manifest_limits: &opts.limits,
+        repo_urls: &opts.repo_urls,
+        changed_paths: opts.changed_paths.as_ref(),
+    };
     // Base's model is built on base's thread while head is parsed, unless context
     // roots may still be added to base (a root base left unrendered).
     let (mut head_parsed, base_parsed) = rayon::join(
-        || parse_revision(&head, &config, opts),
+        || crate::render::revision(head.tree, &config, &render_settings),
         || {
             base.as_ref().map(|b| {
-                let parsed = parse_revision(b, &config, opts);
+                let parsed = crate::render::revision(b.tree, &config, &render_settings);
                 let complete = parsed.rendered.iter().all(|r| *r);
                 let model = complete.then(|| {
                     model::build_with(
@@ -216,15 +221,15 @@ pub fn analyze(
     );
     let (mut base_parsed, mut base_model) = base_parsed.unzip();
     if let Some(changed) = &opts.changed_paths {
-        let before = base_parsed.as_ref().map(Parsed::linked);
-        render_context(
-            (&head, &mut head_parsed),
-            base.as_ref().zip(base_parsed.as_mut()),
+        let before = base_parsed.as_ref().map(RenderedRevision::linked);
+        crate::render::context(
+            (head.tree, &mut head_parsed),
+            base.as_ref().map(|b| b.tree).zip(base_parsed.as_mut()),
             changed,
             &config,
-            opts,
+            &render_settings,
         );
-        if base_parsed.as_ref().map(Parsed::linked) != before {
+        if base_parsed.as_ref().map(RenderedRevision::linked) != before {
             base_model = None;
         }
     }

@@ -6,12 +6,14 @@ pub(crate) mod api;
 pub mod client;
 pub mod events;
 mod names;
+mod retry;
 pub mod tarball;
+mod threads;
 pub mod webhook;
 
 pub use client::{
     GitHub, GitHubAuth, GitHubConfig, GitHubError, RepoClient, RetryPolicy, Timeouts,
 };
-pub use events::{interpret, AppIdentity, Decision, Interpreted};
+pub use events::AppIdentity;
 pub(crate) use names::{CommitSha, PrNumber, RepoName};
 pub use webhook::WebhookSecrets;

@@ -7,6 +7,7 @@
 
 mod error;
 mod execute;
+pub mod intake;
 
 use error::JobError;
 

@@ -9,8 +9,8 @@
 //! files, and where a root's namespaces cannot be told without rendering, the root
 //! counts as linked.
 
+use super::planned::PlannedRoot;
 use super::roots::{join, RootKind, KUSTOMIZATION_FILES};
-use super::PlannedRoot;
 use crate::manifest::{Resource, SourceFile};
 use std::collections::BTreeSet;
 

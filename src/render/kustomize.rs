@@ -2,10 +2,10 @@
 //! build through a wrapper kustomization that asks for origin annotations, and the
 //! mapping of rendered fields back to the resource or patch that set them.
 
-use super::roots::{
-    is_remote, join, parent, strings, InlinePatch, KustomizeOptions, KUSTOMIZATION_FILES,
-};
-use super::{Problem, SourceMap};
+use super::apps::strings;
+use super::problem::Problem;
+use super::roots::{is_remote, join, parent, InlinePatch, KustomizeOptions, KUSTOMIZATION_FILES};
+use super::source_map::{Patch, SourceMap};
 use crate::yaml::{self, Limits, Node};
 use serde_json::Value as Json;
 use std::collections::BTreeSet;
@@ -313,13 +313,13 @@ pub fn source_map(
                         .iter()
                         .filter_map(|op| Some((op.get("path")?.as_str()?.to_string(), op.line)))
                         .collect();
-                    patches.push(super::Patch::Json {
+                    patches.push(Patch::Json {
                         file: file.to_string(),
                         ops,
                     });
                 }
                 _ if targeted || same_object(&doc, original_name.as_deref()) => {
-                    patches.push(super::Patch::Merge {
+                    patches.push(Patch::Merge {
                         file: file.to_string(),
                         doc: Arc::new(doc),
                     });

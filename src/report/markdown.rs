@@ -75,11 +75,7 @@ fn table(out: &mut String, findings: &[&Finding], links: &Links) {
             .as_ref()
             .map(|r| format!("<br>{}", code(&r.id())))
             .unwrap_or_default();
-        let code = f
-            .istio_code
-            .as_ref()
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default();
+        let code = f.istio_code_suffix();
         let _ = writeln!(
             out,
             "| {} | {}{} | {}{} | {} |",

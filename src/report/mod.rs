@@ -7,6 +7,7 @@ pub mod text;
 use crate::finding::{FailOn, Finding};
 use crate::model::coverage::Coverage;
 use crate::model::Model;
+pub use crate::render::RootStatus;
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
@@ -129,34 +130,6 @@ pub struct RootOutcome {
     /// not it succeeded; the counts of the render note come from it.
     #[serde(skip)]
     pub why: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RootStatus {
-    Rendered,
-    Failed,
-    Refused,
-    Excluded,
-    /// A change that neither touches it nor joins with what it deploys.
-    NotNeeded,
-}
-
-impl RootStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RootStatus::Rendered => "rendered",
-            RootStatus::Failed => "failed",
-            RootStatus::Refused => "refused",
-            RootStatus::Excluded => "excluded",
-            RootStatus::NotNeeded => "not needed for this change",
-        }
-    }
-
-    /// Nothing it deploys was checked, though the change needed it.
-    pub fn unchecked(self) -> bool {
-        matches!(self, RootStatus::Failed | RootStatus::Refused)
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -44,11 +44,7 @@ pub fn render(report: &Report, color: bool) -> String {
             .as_ref()
             .map(|r| format!(" {}:", super::visible(&r.id())))
             .unwrap_or_default();
-        let code = f
-            .istio_code
-            .as_ref()
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default();
+        let code = f.istio_code_suffix();
         let _ = writeln!(
             out,
             "  {}:{} {} {}{}{}{} {}",
@@ -173,14 +169,6 @@ fn more(out: &mut String, total: usize) {
     }
 }
 
-fn signed(n: i64, text: String) -> String {
-    if n > 0 {
-        format!("+{text}")
-    } else {
-        text
-    }
-}
-
 fn list(ids: &[String]) -> String {
     if ids.is_empty() {
         "none".into()
@@ -191,7 +179,7 @@ fn list(ids: &[String]) -> String {
 
 /// What the change does to the mesh, in brief (the markdown report has the tables).
 fn changes(out: &mut String, c: &crate::changes::Changes) {
-    use crate::units::quantity::{bytes_text, cores_text};
+    use crate::units::quantity::{bytes_text, cores_text, signed_text};
     let _ = writeln!(out, "  what this change does to the mesh:");
     let p = &c.proxy_cost;
     if let Some(summary) = &p.summary {
@@ -208,8 +196,8 @@ fn changes(out: &mut String, c: &crate::changes::Changes) {
                 } else {
                     ""
                 },
-                signed(w.cpu_millicores, cores_text(w.cpu_millicores)),
-                signed(w.memory_bytes, bytes_text(w.memory_bytes)),
+                signed_text(w.cpu_millicores, cores_text(w.cpu_millicores)),
+                signed_text(w.memory_bytes, bytes_text(w.memory_bytes)),
                 w.reason
             );
         }

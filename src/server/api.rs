@@ -69,12 +69,7 @@ impl From<anyhow::Error> for ApiError {
 }
 
 async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let now = state.clock.now_ms();
-    match state
-        .api
-        .tokens
-        .authorized(req.headers(), now, state.api.session_ttl)
-    {
+    match state.access(req.headers()) {
         Access::Granted => next.run(req).await,
         Access::NotConfigured => ApiError(
             StatusCode::FORBIDDEN,

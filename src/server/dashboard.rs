@@ -93,12 +93,7 @@ mod tests {
 }
 
 async fn require_session(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let now = state.clock.now_ms();
-    match state
-        .api
-        .tokens
-        .authorized(req.headers(), now, state.api.session_ttl)
-    {
+    match state.access(req.headers()) {
         Access::Granted => next.run(req).await,
         Access::NotConfigured => (
             StatusCode::FORBIDDEN,

@@ -11,7 +11,8 @@ pub mod dashboard;
 pub mod listen;
 
 use crate::clock::Clock;
-use crate::github::{events, AppIdentity, Decision, WebhookSecrets};
+use crate::github::{events, AppIdentity, WebhookSecrets};
+use crate::jobs::intake::{self, Decision};
 use crate::metrics::Metrics;
 use crate::store::{DeliveryOutcome, JobState, NewDelivery, Store};
 use axum::body::Bytes;
@@ -59,6 +60,16 @@ impl Default for ApiConfig {
             session_ttl: std::time::Duration::from_secs(12 * 3600),
             github_web_url: "https://github.com".into(),
         }
+    }
+}
+
+impl AppState {
+    /// Whether a request's API token or session cookie grants access now.
+    fn access(&self, headers: &HeaderMap) -> auth::Access {
+        let now = self.clock.now_ms();
+        self.api
+            .tokens
+            .authorized(headers, now, self.api.session_ttl)
     }
 }
 
@@ -177,7 +188,7 @@ async fn handle_webhook(
             "X-GitHub-Event and X-GitHub-Delivery are required\n".into(),
         );
     }
-    let interpreted = match events::interpret(event, body, &state.app) {
+    let interpreted = match intake::interpret(event, body, &state.app) {
         Ok(i) => i,
         Err(e) => {
             tracing::warn!(error = %e, "webhook payload does not parse");

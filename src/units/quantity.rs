@@ -76,6 +76,15 @@ pub fn memory_bytes(text: &str) -> Result<u64, String> {
     parse(text).map(|v| (v - 1e-9).ceil().max(0.0) as u64)
 }
 
+/// A change in a quantity as text, with `+` when it grows (`+250m`, `-1.5Gi`).
+pub fn signed_text(n: i64, text: String) -> String {
+    if n > 0 {
+        format!("+{text}")
+    } else {
+        text
+    }
+}
+
 /// "2.4", "0.25", "-0.4": cores, without trailing zeros.
 pub fn cores_text(millicores: i64) -> String {
     let sign = if millicores < 0 { "-" } else { "" };

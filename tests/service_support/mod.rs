@@ -1,5 +1,6 @@
 //! Shared helpers of the service tests: stores on both backends, signed webhook
-//! requests, fixture payloads, a GitOps repository in the fake GitHub, polling.
+//! requests, fixture payloads, a GitOps repository in the fake GitHub, polling, and
+//! the service harness ([`Service`]) whose verbs drive it all as a user would.
 #![allow(dead_code)]
 
 use meshward::clock::Clock;
@@ -12,13 +13,15 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[path = "../common/fake_github.rs"]
 pub mod fake_github;
 
 pub use fake_github::{FakeGitHub, APP_ID, APP_SLUG};
 
+pub mod harness;
 pub mod proxy;
 pub mod seed;
+
+pub use harness::{check_job, Service};
 
 pub const SECRET: &str = "test-webhook-secret";
 pub const REPO: &str = "acme/gitops";

@@ -4,7 +4,7 @@
 
 use super::cell;
 use crate::changes::{Change, Changes, SelectorChange};
-use crate::units::quantity::{bytes_text, cores_text};
+use crate::units::quantity::{bytes_text, cores_text, signed_text};
 use std::fmt::Write;
 
 /// Rows per table; the rest are counted and left to the JSON report.
@@ -33,14 +33,6 @@ fn more(out: &mut String, total: usize) {
             "\n…and {} more (all of them are in `--format json`, under `changes`).",
             total - MAX_ROWS
         );
-    }
-}
-
-fn signed(n: i64, text: String) -> String {
-    if n > 0 {
-        format!("+{text}")
-    } else {
-        text
     }
 }
 
@@ -129,8 +121,8 @@ fn proxy_cost(out: &mut String, c: &Changes) {
                 code(&w.workload),
                 w.base_proxies,
                 w.head_proxies,
-                signed(w.cpu_millicores, cores_text(w.cpu_millicores)),
-                signed(w.memory_bytes, bytes_text(w.memory_bytes)),
+                signed_text(w.cpu_millicores, cores_text(w.cpu_millicores)),
+                signed_text(w.memory_bytes, bytes_text(w.memory_bytes)),
                 cell(&why)
             );
         }

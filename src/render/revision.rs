@@ -1,24 +1,41 @@
-//! One revision parsed: its plain manifests read, its render roots chosen and
+//! One revision rendered: its plain manifests read, its render roots chosen and
 //! rendered (with the context roots a change joins), and what each root came to.
+//! The one entry the pipeline calls: [`revision`], then for a change [`context`].
 
-use super::limits::render_limits;
-use super::{Options, Revision};
+use super::apps::AppNamespaceLabels;
+use super::discovery::discover;
+use super::planned::PlannedRoot;
+use super::planning::plan;
+use super::roots::Root;
+use super::running::{render_root, Rendered};
+use super::tools::{RenderLimits, Tools};
 use crate::config::{RepoConfig, CONFIG_FILE};
-use crate::finding::{Finding, Severity};
-use crate::manifest::{self, input_finding, SourceFile};
-use crate::report::{RootOutcome, RootStatus};
-use crate::workspace::Tree;
-use anyhow::Result;
-use std::collections::HashSet;
+use crate::finding::Severity;
+use crate::manifest::{self, input_finding, Limits, SourceFile};
+use crate::workspace::{Materialized, Tree};
+use std::collections::BTreeSet;
+
+/// What rendering a revision takes, beyond its tree and config.
+pub(crate) struct Settings<'a> {
+    pub(crate) tools: &'a Tools,
+    /// The render limits, already lowered where the repository asks.
+    pub(crate) limits: RenderLimits,
+    /// Limits on reading manifests.
+    pub(crate) manifest_limits: &'a Limits,
+    /// URLs under which app objects name this repository (besides `render.repo_urls`).
+    pub(crate) repo_urls: &'a [String],
+    /// Paths the change touches; only roots reading one are rendered. None: every root.
+    pub(crate) changed_paths: Option<&'a BTreeSet<String>>,
+}
 
 /// Is this file a manifest of the checked tree (not config, not policy, not a
 /// dot-file or CI config unless `paths.include` names it)?
-pub(super) fn is_manifest(f: &SourceFile, config: &RepoConfig) -> bool {
+pub(crate) fn is_manifest(f: &SourceFile, config: &RepoConfig) -> bool {
     is_yaml_input(&f.path) && config.manifest_selected(&f.path)
 }
 
 /// A YAML file that is not meshward's own config or policy.
-pub(super) fn is_yaml_input(path: &str) -> bool {
+pub(crate) fn is_yaml_input(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     (lower.ends_with(".yaml") || lower.ends_with(".yml"))
         && path != CONFIG_FILE
@@ -27,7 +44,7 @@ pub(super) fn is_yaml_input(path: &str) -> bool {
 
 /// YAML files `paths` selects that are not read as manifests: dot-files, files
 /// under dot-folders and CI configs (see `config::read_by_default`).
-pub(super) fn not_read_as_manifests(tree: &Tree, config: &RepoConfig) -> usize {
+pub(crate) fn not_read_as_manifests(tree: &Tree, config: &RepoConfig) -> usize {
     tree.files
         .iter()
         .map(|f| f.path.as_str())
@@ -37,90 +54,53 @@ pub(super) fn not_read_as_manifests(tree: &Tree, config: &RepoConfig) -> usize {
         .count()
 }
 
-pub(super) fn render_note(roots: &[RootOutcome], selective: bool) -> Option<String> {
-    let count = |status: RootStatus| roots.iter().filter(|r| r.outcome == status).count();
-    let excluded = count(RootStatus::Excluded);
-    let planned = roots.len() - excluded;
-    if roots.is_empty() {
-        return None;
-    }
-    let rendered = count(RootStatus::Rendered);
-    let unchecked = count(RootStatus::Failed) + count(RootStatus::Refused);
-    let not_needed = count(RootStatus::NotNeeded);
-    let mut note =
-        format!("Rendered {rendered} of {planned} render roots (kustomize, Helm, app objects)");
-    if selective && not_needed > 0 {
-        let selected = |why: &str| {
-            roots
-                .iter()
-                .filter(|r| r.why.as_deref() == Some(why))
-                .count()
-        };
-        let (touched, linked) = (selected(TOUCHED), selected(LINKED));
-        let linked = if linked > 0 {
-            format!(", {linked} more because they share a namespace with it or name one of its namespaces")
-        } else {
-            String::new()
-        };
-        note.push_str(&format!(
-            ": {touched} read a file this change touches{linked}. The other {not_needed} neither read a changed file nor share or name a namespace with what it changes, so their objects were not checked in this run."
-        ));
-    } else {
-        note.push('.');
-    }
-    if unchecked > 0 {
-        note.push_str(&format!(
-            " {unchecked} did not render (failed or refused): nothing they deploy was checked."
-        ));
-    }
-    if excluded > 0 {
-        note.push_str(&format!(
-            " {excluded} excluded by render.exclude in .meshward.yaml."
-        ));
-    }
-    Some(note)
-}
+pub(crate) const TOUCHED: &str = "reads a file this change touches";
 
-pub(super) const TOUCHED: &str = "reads a file this change touches";
-
-pub(super) const LINKED: &str =
+pub(crate) const LINKED: &str =
     "deploys into or names a namespace this change deploys into or names";
 
-pub(super) const EVERY: &str = "every root is rendered";
+pub(crate) const EVERY: &str = "every root is rendered";
 
-/// Every root of a revision with its outcome, in plan order, excluded ones last.
-pub(super) fn root_outcomes(p: &Parsed) -> Vec<RootOutcome> {
-    p.roots
-        .iter()
-        .zip(&p.outcomes)
-        .map(|(r, o)| RootOutcome {
-            root: r.root.label(),
-            file: r.root.entry.clone(),
-            line: r.root.entry_line,
-            outcome: o.status,
-            reason: o.problem.clone().or(o.why.map(str::to_string)),
-            why: o.why.map(str::to_string),
-        })
-        .chain(p.excluded.iter().map(|r| RootOutcome {
-            root: r.label(),
-            file: r.entry.clone(),
-            line: r.entry_line,
-            outcome: RootStatus::Excluded,
-            reason: Some("render.exclude in .meshward.yaml".to_string()),
-            why: None,
-        }))
-        .collect()
+/// What became of a render root in a run.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RootStatus {
+    Rendered,
+    Failed,
+    Refused,
+    Excluded,
+    /// A change that neither touches it nor joins with what it deploys.
+    NotNeeded,
+}
+
+impl RootStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RootStatus::Rendered => "rendered",
+            RootStatus::Failed => "failed",
+            RootStatus::Refused => "refused",
+            RootStatus::Excluded => "excluded",
+            RootStatus::NotNeeded => "not needed for this change",
+        }
+    }
+
+    /// Nothing it deploys was checked, though the change needed it.
+    pub fn unchecked(self) -> bool {
+        matches!(self, RootStatus::Failed | RootStatus::Refused)
+    }
 }
 
 /// What became of one root of a revision.
 #[derive(Debug, Clone)]
-pub(super) struct Outcome {
-    pub(super) status: RootStatus,
+pub(crate) struct Outcome {
+    pub(crate) status: RootStatus,
     /// Why it was rendered ([`TOUCHED`], [`LINKED`], [`EVERY`]), failed or not;
     /// None while no render needed it.
-    pub(super) why: Option<&'static str>,
+    pub(crate) why: Option<&'static str>,
     /// Why it did not render: the render failure's message.
-    pub(super) problem: Option<String>,
+    pub(crate) problem: Option<String>,
 }
 
 impl Default for Outcome {
@@ -134,7 +114,7 @@ impl Default for Outcome {
 }
 
 /// The outcome a render failure of this rule means, if it is one.
-pub(super) fn failure_status(rule: &str) -> Option<RootStatus> {
+pub(crate) fn failure_status(rule: &str) -> Option<RootStatus> {
     match rule {
         "render/refused" => Some(RootStatus::Refused),
         "render/failed" | "render/tool-missing" | "render/limit-exceeded" => {
@@ -145,7 +125,7 @@ pub(super) fn failure_status(rule: &str) -> Option<RootStatus> {
 }
 
 /// What became of a rendered root: the first render failure among its findings.
-pub(super) fn outcome_of(r: &crate::render::Rendered, why: &'static str) -> Outcome {
+pub(crate) fn outcome_of(r: &Rendered, why: &'static str) -> Outcome {
     let failure = r
         .findings
         .iter()
@@ -164,28 +144,9 @@ pub(super) fn outcome_of(r: &crate::render::Rendered, why: &'static str) -> Outc
     }
 }
 
-/// The failure findings of roots the change touches that did not render: they
-/// block, whatever base did. (A root rendered only because it joins with the
-/// change does not: the change did not touch it.)
-pub(super) fn touched_failures(p: &Parsed) -> HashSet<(String, String, String)> {
-    let entries: HashSet<&str> = p
-        .roots
-        .iter()
-        .zip(&p.outcomes)
-        .filter(|(_, o)| o.status.unchecked() && o.why != Some(LINKED))
-        .map(|(r, _)| r.root.entry.as_str())
-        .collect();
-    p.loaded
-        .findings
-        .iter()
-        .filter(|f| failure_status(&f.rule).is_some() && entries.contains(f.file.as_str()))
-        .map(Finding::identity)
-        .collect()
-}
-
-impl Parsed {
+impl RenderedRevision {
     /// Roots rendered because the change's objects join with theirs.
-    pub(super) fn linked(&self) -> usize {
+    pub(crate) fn linked(&self) -> usize {
         self.outcomes
             .iter()
             .filter(|o| o.why == Some(LINKED))
@@ -194,48 +155,44 @@ impl Parsed {
 }
 
 /// A revision's manifests, with the roots rendered so far.
-pub(super) struct Parsed {
-    pub(super) loaded: manifest::Loaded,
-    pub(super) roots: Vec<crate::render::PlannedRoot>,
-    pub(super) rendered: Vec<bool>,
+pub(crate) struct RenderedRevision {
+    pub(crate) loaded: manifest::Loaded,
+    pub(crate) roots: Vec<PlannedRoot>,
+    pub(crate) rendered: Vec<bool>,
     /// What became of each root: not needed until it is rendered.
-    pub(super) outcomes: Vec<Outcome>,
+    pub(crate) outcomes: Vec<Outcome>,
     /// Roots `render.exclude` leaves out.
-    pub(super) excluded: Vec<crate::render::roots::Root>,
+    pub(crate) excluded: Vec<Root>,
     /// The revision on disk, once a render needed it (or why it is not there).
-    pub(super) dir: Option<Result<crate::workspace::Materialized, String>>,
+    pub(crate) dir: Option<Result<Materialized, String>>,
     /// Labels app objects set on the namespaces they create.
-    pub(super) namespace_labels: Vec<crate::render::AppNamespaceLabels>,
+    pub(crate) namespace_labels: Vec<AppNamespaceLabels>,
 }
 
-pub(super) fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options) -> Parsed {
-    let discovery = crate::render::discover(rev.tree);
+/// Reads a revision's manifests and renders the roots the change touches (every
+/// root without a change).
+pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) -> RenderedRevision {
+    let discovery = discover(tree);
     // Inputs of render roots are checked through their rendered output only.
-    let files: Vec<SourceFile> = rev
-        .tree
+    let files: Vec<SourceFile> = tree
         .files
         .iter()
         .filter(|f| is_manifest(f, config) && !discovery.is_input(&f.path))
         .cloned()
         .collect();
-    let mut loaded = manifest::load(&files, &opts.limits);
+    let mut loaded = manifest::load(&files, settings.manifest_limits);
     // Count every manifest read, render inputs included.
-    loaded.files = rev
-        .tree
-        .files
-        .iter()
-        .filter(|f| is_manifest(f, config))
-        .count();
-    loaded.files_not_read = not_read_as_manifests(rev.tree, config);
-    let mut repo_urls: std::collections::BTreeSet<String> = opts
+    loaded.files = tree.files.iter().filter(|f| is_manifest(f, config)).count();
+    loaded.files_not_read = not_read_as_manifests(tree, config);
+    let mut repo_urls: BTreeSet<String> = settings
         .repo_urls
         .iter()
         .chain(&config.render.repo_urls)
-        .map(|u| crate::render::roots::normalize_repo_url(u))
+        .map(|u| super::roots::normalize_repo_url(u))
         .collect();
     repo_urls.retain(|u| !u.is_empty());
-    let plan = crate::render::plan(
-        rev.tree,
+    let plan = plan(
+        tree,
         &discovery,
         &loaded.resources,
         &config.render,
@@ -244,12 +201,12 @@ pub(super) fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options
     // Inputs only the app objects reveal (a patch file an Application or an
     // ApplicationSet's template names, a component) are checked through the render,
     // not also as objects of their own.
-    let app_files: std::collections::BTreeSet<&str> = plan
+    let app_files: BTreeSet<&str> = plan
         .roots
         .iter()
         .filter_map(|p| p.app_file.as_deref())
         .collect();
-    let inputs: std::collections::BTreeSet<&str> = plan
+    let inputs: BTreeSet<&str> = plan
         .roots
         .iter()
         .flat_map(|p| p.files.iter().map(String::as_str))
@@ -274,19 +231,20 @@ pub(super) fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options
         }
         loaded.resources.retain(|r| !d.holds(&r.file));
         loaded.findings.retain(|f| !d.holds(&f.file));
-        let mut again = manifest::load_with_namespace(&under, &opts.limits, Some(&d.namespace));
+        let mut again =
+            manifest::load_with_namespace(&under, settings.manifest_limits, Some(&d.namespace));
         loaded.resources.append(&mut again.resources);
         loaded.findings.append(&mut again.findings);
     }
     let rendered: Vec<bool> = plan
         .roots
         .iter()
-        .map(|r| match &opts.changed_paths {
+        .map(|r| match settings.changed_paths {
             None => true,
             Some(changed) => changed.iter().any(|p| r.reads(p)),
         })
         .collect();
-    let mut parsed = Parsed {
+    let mut parsed = RenderedRevision {
         loaded,
         outcomes: vec![Outcome::default(); plan.roots.len()],
         excluded: plan.excluded,
@@ -299,13 +257,12 @@ pub(super) fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options
         .filter(|&i| parsed.rendered[i])
         .collect();
     if !selected.is_empty() {
-        let roots: Vec<&crate::render::PlannedRoot> =
-            selected.iter().map(|&i| &parsed.roots[i]).collect();
-        let why = match opts.changed_paths {
+        let roots: Vec<&PlannedRoot> = selected.iter().map(|&i| &parsed.roots[i]).collect();
+        let why = match settings.changed_paths {
             Some(_) => TOUCHED,
             None => EVERY,
         };
-        let outputs = render_roots(rev, config, opts, &mut parsed.dir, &roots);
+        let outputs = render_roots(tree, settings, &mut parsed.dir, &roots);
         for (i, mut r) in selected.into_iter().zip(outputs) {
             parsed.outcomes[i] = outcome_of(&r, why);
             parsed.loaded.resources.append(&mut r.resources);
@@ -313,7 +270,7 @@ pub(super) fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options
         }
     }
     let loaded = &mut parsed.loaded;
-    for (path, size) in &rev.tree.oversized {
+    for (path, size) in &tree.oversized {
         if config.path_selected(path) && config.manifest_selected(path) {
             loaded.findings.push(input_finding(
                 "manifest/limit-exceeded",
@@ -324,7 +281,7 @@ pub(super) fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options
             ));
         }
     }
-    for path in &rev.tree.symlinks {
+    for path in &tree.symlinks {
         if config.path_selected(path) && config.manifest_selected(path) {
             loaded.findings.push(input_finding(
                 "manifest/symlink-not-followed",
@@ -340,19 +297,18 @@ pub(super) fn parse_revision(rev: &Revision, config: &RepoConfig, opts: &Options
 
 /// Renders `roots` from the revision's folder on disk, extracting it first if no
 /// render of this revision has yet.
-pub(super) fn render_roots(
-    rev: &Revision,
-    config: &RepoConfig,
-    opts: &Options,
-    dir: &mut Option<Result<crate::workspace::Materialized, String>>,
-    roots: &[&crate::render::PlannedRoot],
-) -> Vec<crate::render::Rendered> {
+fn render_roots(
+    tree: &Tree,
+    settings: &Settings,
+    dir: &mut Option<Result<Materialized, String>>,
+    roots: &[&PlannedRoot],
+) -> Vec<Rendered> {
     use rayon::prelude::*;
     if roots.is_empty() {
         // Nothing to render: the revision is not extracted (a whole tree to disk).
         return Vec::new();
     }
-    let dir = dir.get_or_insert_with(|| match rev.tree.source.as_ref() {
+    let dir = dir.get_or_insert_with(|| match tree.source.as_ref() {
         Some(source) => crate::workspace::materialize(source).map_err(|e| format!("{e:#}")),
         None => Err("the revision is not available on disk".to_string()),
     });
@@ -361,7 +317,7 @@ pub(super) fn render_roots(
         Err(why) => {
             return roots
                 .iter()
-                .map(|r| crate::render::Rendered {
+                .map(|r| Rendered {
                     resources: Vec::new(),
                     findings: vec![input_finding(
                         "render/failed",
@@ -374,25 +330,24 @@ pub(super) fn render_roots(
                 .collect();
         }
     };
-    let limits = render_limits(config, &opts.render_limits);
     let read = |p: &str| std::fs::read_to_string(repo_dir.join(p)).ok();
     roots
         .par_iter()
-        .map(|r| crate::render::render_root(r, &repo_dir, &opts.tools, &limits, &read))
+        .map(|r| render_root(r, &repo_dir, settings.tools, &settings.limits, &read))
         .collect()
 }
 
 /// For a change: renders the untouched roots its objects join with (see
 /// `render::context`), in head and base alike. A root that is the same in both
 /// reads no changed file, so it renders the same: head's output serves base too.
-pub(super) fn render_context(
-    (head_rev, head): (&Revision, &mut Parsed),
-    base: Option<(&Revision, &mut Parsed)>,
-    changed: &std::collections::BTreeSet<String>,
+pub(crate) fn context(
+    (head_tree, head): (&Tree, &mut RenderedRevision),
+    base: Option<(&Tree, &mut RenderedRevision)>,
+    changed: &BTreeSet<String>,
     config: &RepoConfig,
-    opts: &Options,
+    settings: &Settings,
 ) {
-    use crate::render::context::{self, Reach};
+    use super::context::{self, Reach};
     let mut reach = Reach::default();
     let parsed = std::iter::once(&*head).chain(base.as_ref().map(|(_, b)| &**b));
     for p in parsed {
@@ -402,15 +357,14 @@ pub(super) fn render_context(
             }
         }
     }
-    let linked = |rev: &Revision, p: &Parsed| -> Vec<usize> {
+    let linked = |tree: &Tree, p: &RenderedRevision| -> Vec<usize> {
         (0..p.roots.len())
             .filter(|&i| !p.rendered[i])
             .filter(|&i| {
                 let root = &p.roots[i];
                 // The app object's own file describes the root (its namespace is
                 // in the root already); its objects come from the other files.
-                let files: Vec<&SourceFile> = rev
-                    .tree
+                let files: Vec<&SourceFile> = tree
                     .files
                     .iter()
                     .filter(|f| root.reads(&f.path) && root.app_file.as_ref() != Some(&f.path))
@@ -419,32 +373,30 @@ pub(super) fn render_context(
             })
             .collect()
     };
-    let add = |p: &mut Parsed, i: usize, r: crate::render::Rendered| {
+    let add = |p: &mut RenderedRevision, i: usize, r: Rendered| {
         p.rendered[i] = true;
         p.outcomes[i] = outcome_of(&r, LINKED);
         p.loaded.resources.extend(r.resources);
         p.loaded.findings.extend(r.findings);
     };
-    let head_linked = linked(head_rev, head);
-    let head_roots: Vec<&crate::render::PlannedRoot> =
-        head_linked.iter().map(|&i| &head.roots[i]).collect();
-    let outputs = render_roots(head_rev, config, opts, &mut head.dir, &head_roots);
-    let rendered: Vec<(crate::render::PlannedRoot, crate::render::Rendered)> = head_linked
+    let head_linked = linked(head_tree, head);
+    let head_roots: Vec<&PlannedRoot> = head_linked.iter().map(|&i| &head.roots[i]).collect();
+    let outputs = render_roots(head_tree, settings, &mut head.dir, &head_roots);
+    let rendered: Vec<(PlannedRoot, Rendered)> = head_linked
         .iter()
         .map(|&i| head.roots[i].clone())
         .zip(outputs)
         .collect();
-    if let Some((base_rev, base)) = base {
+    if let Some((base_tree, base)) = base {
         let mut missing = Vec::new();
-        for i in linked(base_rev, base) {
+        for i in linked(base_tree, base) {
             match rendered.iter().find(|(root, _)| *root == base.roots[i]) {
                 Some((_, out)) => add(base, i, out.clone()),
                 None => missing.push(i),
             }
         }
-        let roots: Vec<&crate::render::PlannedRoot> =
-            missing.iter().map(|&i| &base.roots[i]).collect();
-        let outputs = render_roots(base_rev, config, opts, &mut base.dir, &roots);
+        let roots: Vec<&PlannedRoot> = missing.iter().map(|&i| &base.roots[i]).collect();
+        let outputs = render_roots(base_tree, settings, &mut base.dir, &roots);
         for (i, out) in missing.into_iter().zip(outputs) {
             add(base, i, out);
         }

@@ -1,0 +1,163 @@
+//! Flux Kustomizations and HelmReleases as render roots.
+
+use super::appset::RepoLookup;
+use super::*;
+use crate::manifest::Resource;
+use serde_json::Value as Json;
+
+pub(super) fn flux_source(r: &Resource, pointer: &str) -> String {
+    let ns = s(&r.body, &format!("{pointer}/namespace"))
+        .or_else(|| r.namespace.clone())
+        .unwrap_or_default();
+    format!(
+        "{ns}/{}",
+        s(&r.body, &format!("{pointer}/name")).unwrap_or_default()
+    )
+}
+
+pub(super) fn flux_kustomization(r: &Resource, by: String, repo: &dyn RepoLookup) -> AppSource {
+    let mut said = Said::default();
+    let file = r.file.as_str();
+    let at = |keys: &[&str]| r.line_of(&keys.iter().map(|s| k(s)).collect::<Vec<_>>());
+    let rel = s(&r.body, "/spec/path").unwrap_or_else(|| ".".into());
+    let path = said
+        .repo_path(file, at(&["spec", "path"]), "", &rel, "path")
+        .unwrap_or_default();
+    let mut patches: Vec<InlinePatch> = array(r.body.pointer("/spec/patches"))
+        .into_iter()
+        .map(|spec| InlinePatch { spec, file: None })
+        .collect();
+    // v1beta2 forms, which Flux turns into patches the same way.
+    for p in array(r.body.pointer("/spec/patchesStrategicMerge")) {
+        let patch = yaml_serde::to_string(&p).unwrap_or_default();
+        patches.push(InlinePatch {
+            spec: serde_json::json!({ "patch": patch }),
+            file: None,
+        });
+    }
+    for p in array(r.body.pointer("/spec/patchesJson6902")) {
+        let ops = p.get("patch").cloned().unwrap_or(Json::Null);
+        let mut spec = serde_json::json!({ "patch": ops.to_string() });
+        if let Some(t) = p.get("target") {
+            spec["target"] = t.clone();
+        }
+        patches.push(InlinePatch { spec, file: None });
+    }
+    let components = components(
+        &mut said,
+        repo,
+        file,
+        at(&["spec", "components"]),
+        &path,
+        &strings(r.body.pointer("/spec/components")),
+        false,
+    );
+    for field in ["substitute", "substituteFrom"] {
+        if r.body
+            .pointer(&format!("/spec/postBuild/{field}"))
+            .is_some()
+        {
+            said.ignored(
+                file,
+                at(&["spec", "postBuild", field]),
+                &format!("postBuild.{field}"),
+                "Flux replaces ${var} references in the built objects, and meshward checked them with the references left in",
+            );
+        }
+    }
+    AppSource {
+        path,
+        namespace: s(&r.body, "/spec/targetNamespace"),
+        release: None,
+        values: Vec::new(),
+        inline_values: None,
+        kustomize: KustomizeOptions {
+            namespace: s(&r.body, "/spec/targetNamespace"),
+            name_prefix: s(&r.body, "/spec/namePrefix"),
+            name_suffix: s(&r.body, "/spec/nameSuffix"),
+            common_labels: string_map(r.body.pointer("/spec/commonMetadata/labels")),
+            common_annotations: string_map(r.body.pointer("/spec/commonMetadata/annotations")),
+            image_overrides: array(r.body.pointer("/spec/images")),
+            patches,
+            components,
+            ..Default::default()
+        },
+        helm: HelmOptions::default(),
+        directory: DirectoryOptions {
+            recurse: true,
+            ..Default::default()
+        },
+        defined_by: by,
+        file: r.file.clone(),
+        line: at(&["spec", "path"]),
+        inputs: said.inputs,
+        problems: said.problems,
+        notes: said.notes,
+    }
+}
+
+pub(super) fn flux_helm_release(r: &Resource, by: String, resources: &[Resource]) -> AppSource {
+    let mut said = Said::default();
+    let file = r.file.as_str();
+    let at = |keys: &[Json]| r.line_of(keys);
+    let chart = s(&r.body, "/spec/chart/spec/chart").unwrap_or_default();
+    let chart_line = at(&[k("spec"), k("chart")]);
+    let path = said
+        .repo_path(file, chart_line, "", &chart, "chart")
+        .unwrap_or_default();
+    // valuesFiles replaces the older single valuesFile.
+    let mut listed = strings(r.body.pointer("/spec/chart/spec/valuesFiles"));
+    let key = if listed.is_empty() {
+        listed.extend(s(&r.body, "/spec/chart/spec/valuesFile"));
+        "valuesFile"
+    } else {
+        "valuesFiles"
+    };
+    let values_line = at(&[k("spec"), k("chart"), k("spec"), k(key)]);
+    let values: Vec<String> = listed
+        .iter()
+        .filter_map(|f| said.repo_path(file, values_line, "", f, "values file"))
+        .collect();
+    said.inputs.extend(values.iter().cloned());
+    let (inline_values, unresolved, inputs) = super::values::flux_values(r, resources);
+    said.inputs.extend(inputs);
+    for u in unresolved {
+        let line = at(&[k("spec"), k("valuesFrom"), Json::from(u.index)]);
+        if u.optional {
+            said.note(OPTIONAL_INPUT_MISSING, Severity::Info, file, line, format!("{}; it is marked optional, so Flux renders the chart without it too, as meshward did", u.message));
+        } else {
+            said.note(VALUES_UNRESOLVED, Severity::Warning, file, line, format!("{}: the chart was rendered without those values, so whatever they set was not checked. If the object is created outside this repository that is expected; otherwise add it (in the HelmRelease's namespace)", u.message));
+        }
+    }
+    if r.body.pointer("/spec/postRenderers").is_some() {
+        said.ignored(
+            file,
+            at(&[k("spec"), k("postRenderers")]),
+            "postRenderers",
+            "Flux patches the chart's output with them before applying it",
+        );
+    }
+    AppSource {
+        path,
+        namespace: s(&r.body, "/spec/targetNamespace").or_else(|| r.namespace.clone()),
+        release: s(&r.body, "/spec/releaseName").or_else(|| Some(r.name.clone())),
+        values,
+        inline_values,
+        kustomize: KustomizeOptions::default(),
+        helm: HelmOptions {
+            ignore_missing_values: r
+                .body
+                .pointer("/spec/chart/spec/ignoreMissingValuesFiles")
+                .and_then(Json::as_bool)
+                .unwrap_or(false),
+            ..Default::default()
+        },
+        directory: DirectoryOptions::default(),
+        defined_by: by,
+        file: r.file.clone(),
+        line: chart_line,
+        inputs: said.inputs,
+        problems: said.problems,
+        notes: said.notes,
+    }
+}

@@ -1,0 +1,64 @@
+//! A render root with the files it reads, and the plain folders app objects apply.
+
+use super::problem::Problem;
+use super::roots::{parent, Root, RootKind};
+use std::collections::BTreeSet;
+
+/// A root with what it reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedRoot {
+    pub root: Root,
+    /// Folders whose files it reads (kustomization folders, the chart folder).
+    pub dirs: BTreeSet<String>,
+    pub files: BTreeSet<String>,
+    /// The app object's file, whose change also touches the root.
+    pub app_file: Option<String>,
+    /// What keeps it from being rendered: reported instead.
+    pub problems: Vec<Problem>,
+    /// Said with its render: settings not applied, optional inputs left out.
+    pub notes: Vec<Problem>,
+}
+
+impl PlannedRoot {
+    pub fn reads(&self, path: &str) -> bool {
+        self.files.contains(path)
+            || self.app_file.as_deref() == Some(path)
+            || self.dirs.iter().any(|d| match self.root.kind {
+                // A chart reads everything under it; a kustomization only its own folder's YAML.
+                RootKind::Helm => d.is_empty() || path.starts_with(&format!("{d}/")),
+                RootKind::Kustomize => parent(path) == d,
+            })
+    }
+}
+
+/// A plain folder an app object applies, with the namespace its objects default to.
+#[derive(Debug, Clone)]
+pub struct DirectoryRoot {
+    pub path: String,
+    pub namespace: String,
+    pub recurse: bool,
+    /// Argo CD `directory.include` / `directory.exclude`: globs over the path below
+    /// the folder (`*` also matches `/`, as in Argo CD).
+    pub include: Option<globset::GlobMatcher>,
+    pub exclude: Option<globset::GlobMatcher>,
+}
+
+impl DirectoryRoot {
+    pub fn holds(&self, file: &str) -> bool {
+        let dir = parent(file);
+        let under = if self.recurse {
+            self.path.is_empty() || dir == self.path || dir.starts_with(&format!("{}/", self.path))
+        } else {
+            dir == self.path
+        };
+        let rel = if self.path.is_empty() {
+            file
+        } else {
+            file.strip_prefix(&format!("{}/", self.path))
+                .unwrap_or(file)
+        };
+        under
+            && self.include.as_ref().is_none_or(|m| m.is_match(rel))
+            && !self.exclude.as_ref().is_some_and(|m| m.is_match(rel))
+    }
+}
