@@ -3,6 +3,9 @@
 //! repository, or with a plain token), retries server errors and rate limits, bounds
 //! the response size, and counts calls by status for `/metrics`.
 
+use super::config::{client, graphql_root, web_url, Mode};
+pub use super::config::{GitHubAuth, GitHubConfig, Timeouts};
+pub use super::error::GitHubError;
 use super::names::RepoName;
 pub use super::retry::RetryPolicy;
 use super::retry::{backoff, error_message, rate_limit_wait, server_error_wait};
@@ -10,127 +13,16 @@ use crate::metrics::Metrics;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use http::{Method, StatusCode};
+use http::Method;
 use http_body_util::{BodyExt, Limited};
 use octocrab::Octocrab;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
-
-/// How meshward authenticates to GitHub.
-pub enum GitHubAuth {
-    /// As a GitHub App: JWTs signed with the private key, then an installation token
-    /// per repository.
-    App {
-        app_id: u64,
-        private_key_pem: SecretString,
-    },
-    /// A plain token (single-repo use).
-    Token(SecretString),
-}
-
-pub struct GitHubConfig {
-    /// API root, e.g. `https://ghe.example.com/api/v3`; None: api.github.com.
-    pub api_url: Option<String>,
-    pub auth: GitHubAuth,
-    pub retry: RetryPolicy,
-    /// Largest tarball downloaded (compressed bytes).
-    pub max_tarball_bytes: usize,
-    /// An installation token is replaced when it has less than this left.
-    pub token_refresh_margin: Duration,
-    pub timeouts: Timeouts,
-}
-
-/// How long a GitHub call may take: a peer that stops answering fails the call (and
-/// the retries, then the job, go on) instead of holding a worker forever.
-#[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
-    pub connect: Duration,
-    /// Longest silence while waiting for or reading an answer.
-    pub read: Duration,
-    /// One attempt, answer body included (a tarball is the longest).
-    pub call: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            connect: Duration::from_secs(10),
-            read: Duration::from_secs(30),
-            call: Duration::from_secs(300),
-        }
-    }
-}
-
-impl GitHubConfig {
-    pub fn new(api_url: Option<String>, auth: GitHubAuth) -> GitHubConfig {
-        GitHubConfig {
-            api_url,
-            auth,
-            retry: RetryPolicy::default(),
-            max_tarball_bytes: 256 * 1024 * 1024,
-            token_refresh_margin: Duration::from_secs(5 * 60),
-            timeouts: Timeouts::default(),
-        }
-    }
-}
-
-/// An error answer from GitHub (after retries).
-#[derive(Debug, thiserror::Error)]
-#[error("GitHub answered {status} to {method} {path}: {message}")]
-pub struct GitHubError {
-    pub status: StatusCode,
-    pub method: Method,
-    pub path: String,
-    pub message: String,
-    /// A rate limit, or a server error with `Retry-After`, whose wait was longer
-    /// than the client waits: how long GitHub asked to wait (the job's retry waits
-    /// at least this long).
-    pub retry_after: Option<Duration>,
-}
-
-impl GitHubError {
-    /// GitHub refuses this for good: the app was uninstalled or lacks a permission
-    /// (403), the repository or object is gone (404), or the request is invalid
-    /// (422). Trying again cannot help, so the job fails at once.
-    pub fn is_refusal(&self) -> bool {
-        self.retry_after.is_none()
-            && matches!(
-                self.status,
-                StatusCode::FORBIDDEN | StatusCode::NOT_FOUND | StatusCode::UNPROCESSABLE_ENTITY
-            )
-    }
-
-    /// The wait a rate limit in an error's chain asks for, if any.
-    pub fn retry_after_in(e: &anyhow::Error) -> Option<Duration> {
-        e.chain()
-            .filter_map(|c| c.downcast_ref::<GitHubError>())
-            .find_map(|g| g.retry_after)
-    }
-
-    /// GitHub's answer with `status` in an error's chain, if any.
-    pub(crate) fn with_status_in(e: &anyhow::Error, status: StatusCode) -> Option<&GitHubError> {
-        e.chain()
-            .filter_map(|c| c.downcast_ref::<GitHubError>())
-            .find(|g| g.status == status)
-    }
-
-    /// The refusal found in an error's chain, if any.
-    pub fn refusal_in(e: &anyhow::Error) -> Option<&GitHubError> {
-        e.chain()
-            .filter_map(|c| c.downcast_ref::<GitHubError>())
-            .find(|g| g.is_refusal())
-    }
-}
-
-enum Mode {
-    App,
-    Token,
-}
 
 struct Installation {
     client: Octocrab,
@@ -430,61 +322,6 @@ impl GitHub {
     }
 }
 
-/// An octocrab client for an API root, authenticated as the config says.
-fn client(
-    api_url: Option<&str>,
-    auth: &GitHubAuth,
-    timeouts: &Timeouts,
-) -> Result<(Octocrab, Mode)> {
-    let mut builder = Octocrab::builder()
-        .set_connect_timeout(Some(timeouts.connect))
-        .set_read_timeout(Some(timeouts.read))
-        .set_write_timeout(Some(timeouts.read));
-    if let Some(url) = api_url {
-        builder = builder
-            .base_uri(url)
-            .with_context(|| format!("bad GitHub API URL {url:?}"))?;
-    }
-    let mode = match auth {
-        GitHubAuth::App {
-            app_id,
-            private_key_pem,
-        } => {
-            let key =
-                jsonwebtoken::EncodingKey::from_rsa_pem(private_key_pem.expose_secret().as_bytes())
-                    .context("the GitHub App private key is not an RSA key in PEM form")?;
-            builder = builder.app((*app_id).into(), key);
-            Mode::App
-        }
-        GitHubAuth::Token(token) => {
-            builder = builder.personal_token(token.expose_secret().to_string());
-            Mode::Token
-        }
-    };
-    Ok((builder.build().context("building the GitHub client")?, mode))
-}
-
-/// Enterprise's GraphQL root (`https://ghe.example.com/api`, serving `/graphql`),
-/// when the REST root is Enterprise's `/api/v3`.
-fn graphql_root(api_url: Option<&str>) -> Option<String> {
-    let api = api_url?.trim_end_matches('/');
-    api.strip_suffix("/v3")
-        .filter(|root| root.ends_with("/api"))
-        .map(str::to_string)
-}
-
-/// github.com's API is api.github.com; Enterprise serves it under `/api/v3` of the
-/// web host.
-fn web_url(api_url: Option<&str>) -> String {
-    let api = api_url
-        .unwrap_or("https://api.github.com")
-        .trim_end_matches('/');
-    if api == "https://api.github.com" {
-        return "https://github.com".to_string();
-    }
-    api.strip_suffix("/api/v3").unwrap_or(api).to_string()
-}
-
 /// A successful answer as `T`. An empty one (204) reads as JSON `null`: `()` or an
 /// `Option` takes it.
 fn parse<T: DeserializeOwned>(method: &Method, path: &str, bytes: &[u8]) -> Result<T> {
@@ -633,65 +470,5 @@ impl RepoClient {
                 self.gh.inner.max_tarball_bytes,
             )
             .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn graphql_roots_of_github_and_enterprise() {
-        assert_eq!(graphql_root(None), None);
-        assert_eq!(graphql_root(Some("https://api.github.com")), None);
-        assert_eq!(
-            graphql_root(Some("https://ghe.example.com/api/v3/")).as_deref(),
-            Some("https://ghe.example.com/api")
-        );
-        assert_eq!(graphql_root(Some("http://127.0.0.1:8080")), None);
-    }
-
-    #[test]
-    fn web_urls_of_github_and_enterprise() {
-        assert_eq!(web_url(None), "https://github.com");
-        assert_eq!(
-            web_url(Some("https://api.github.com/")),
-            "https://github.com"
-        );
-        assert_eq!(
-            web_url(Some("https://ghe.example.com/api/v3")),
-            "https://ghe.example.com"
-        );
-        assert_eq!(web_url(Some("http://127.0.0.1:9")), "http://127.0.0.1:9");
-    }
-
-    #[test]
-    fn validation_errors_keep_their_details() {
-        let body = br#"{"message": "Validation Failed", "errors": [{"message": "Pull request review thread line must be part of the diff"}, "and this"]}"#;
-        assert_eq!(
-            error_message(body),
-            "Validation Failed: Pull request review thread line must be part of the diff; and this"
-        );
-        assert_eq!(error_message(br#"{"message": "Not Found"}"#), "Not Found");
-        assert_eq!(error_message(b"<html>"), "<html>");
-    }
-
-    #[test]
-    fn refusals_are_403_404_422_but_not_rate_limits() {
-        let e = |status: StatusCode, rate_limited: bool| GitHubError {
-            status,
-            method: Method::POST,
-            path: "/x".into(),
-            message: String::new(),
-            retry_after: rate_limited.then(|| Duration::from_secs(61)),
-        };
-        assert!(e(StatusCode::FORBIDDEN, false).is_refusal());
-        assert!(e(StatusCode::NOT_FOUND, false).is_refusal());
-        assert!(e(StatusCode::UNPROCESSABLE_ENTITY, false).is_refusal());
-        assert!(!e(StatusCode::FORBIDDEN, true).is_refusal());
-        assert!(!e(StatusCode::BAD_GATEWAY, false).is_refusal());
-        assert!(!e(StatusCode::UNAUTHORIZED, false).is_refusal());
-        let wrapped = anyhow::Error::new(e(StatusCode::NOT_FOUND, false)).context("publishing");
-        assert!(GitHubError::refusal_in(&wrapped).is_some());
     }
 }

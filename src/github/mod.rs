@@ -4,6 +4,8 @@
 
 pub(crate) mod api;
 pub mod client;
+mod config;
+mod error;
 pub mod events;
 mod names;
 mod retry;

@@ -118,6 +118,17 @@ pub(super) fn rate_limit_wait(
 mod tests {
     use super::*;
 
+    #[test]
+    fn validation_errors_keep_their_details() {
+        let body = br#"{"message": "Validation Failed", "errors": [{"message": "Pull request review thread line must be part of the diff"}, "and this"]}"#;
+        assert_eq!(
+            error_message(body),
+            "Validation Failed: Pull request review thread line must be part of the diff; and this"
+        );
+        assert_eq!(error_message(br#"{"message": "Not Found"}"#), "Not Found");
+        assert_eq!(error_message(b"<html>"), "<html>");
+    }
+
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
