@@ -1224,3 +1224,142 @@ fn a_chart_dependency_at_an_absolute_path_is_refused() {
         f[0].message
     );
 }
+
+/// The app-of-apps layout of argocd-example-apps: `apps/` is a chart whose
+/// templates are Applications, each with its own path and namespace. The rendered
+/// Applications are followed: each app's objects land in its namespace (two
+/// Deployments both named `web` are no duplicate), not in `default`.
+#[test]
+fn an_app_of_apps_chart_deploys_each_app_into_its_own_namespace() {
+    let report = check_dir(&render_fixture("app-of-apps"));
+    assert!(
+        with_rule(&report, "manifest/duplicate-resource").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+    let ns = &report.coverage.head.namespaces;
+    for app in ["guestbook", "shop"] {
+        assert_eq!(
+            ns.get(app).map(|n| n.workloads),
+            Some(1),
+            "{app}: {:#?}",
+            ns.keys().collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        ns.get("default").is_none_or(|n| n.workloads == 0),
+        "{:#?}",
+        ns.get("default")
+    );
+    let roots: Vec<(&str, &str)> = report
+        .summary
+        .roots
+        .iter()
+        .map(|r| (r.root.as_str(), r.outcome.as_str()))
+        .collect();
+    assert!(
+        roots.contains(&(
+            "kustomize root shop/base (Application argocd/shop)",
+            "rendered"
+        )),
+        "{roots:?}"
+    );
+}
+
+/// A change to one app of an app-of-apps: the parent chart is rendered to learn
+/// where the app lands, so the changed app is checked in its own namespace and the
+/// untouched app is not reported as new or duplicate.
+#[test]
+fn a_change_to_one_app_of_an_app_of_apps_is_checked_in_its_namespace() {
+    let repo = GitRepo::new();
+    let base = repo.commit_dir(&render_fixture("app-of-apps"), "base");
+    let web = std::fs::read_to_string(render_fixture("app-of-apps").join("shop/base/web.yaml"))
+        .expect("fixture");
+    repo.write(
+        "shop/base/web.yaml",
+        &web.replace("nginx:1.27", "nginx:1.28"),
+    );
+    let head = repo.commit("bump shop");
+    let report = check_change(&repo, &base, &head);
+    assert!(
+        report
+            .findings
+            .iter()
+            .all(|f| f.status != Status::Introduced),
+        "{:#?}",
+        report.findings
+    );
+    let ns = &report.coverage.head.namespaces;
+    assert_eq!(
+        ns.get("shop").map(|n| n.workloads),
+        Some(1),
+        "{:#?}",
+        ns.keys().collect::<Vec<_>>()
+    );
+    let why: Vec<(&str, Option<&str>)> = report
+        .summary
+        .roots
+        .iter()
+        .map(|r| (r.root.as_str(), r.why.as_deref()))
+        .collect();
+    assert!(
+        why.iter()
+            .any(|(root, why)| root.starts_with("helm root apps")
+                && *why == Some("deploys app objects, rendered to follow them")),
+        "{why:?}"
+    );
+}
+
+/// The flux2-kustomize-helm-example layout: a Flux Kustomization applies an
+/// overlay that holds a HelmRelease of a chart from a Helm repository. The rendered
+/// HelmRelease is an app object too: its chart is not in this repository, and that
+/// is said, naming it, instead of passing in silence.
+#[test]
+fn a_helm_release_inside_an_overlay_is_followed_and_its_outside_chart_said() {
+    let report = check_dir(&render_fixture("flux-nested"));
+    let ext = with_rule(&report, "render/external-source");
+    assert_eq!(ext.len(), 1, "{:#?}", report.findings);
+    assert!(
+        ext[0].message.contains("HelmRelease") && ext[0].message.contains("podinfo"),
+        "{}",
+        ext[0].message
+    );
+}
+
+/// A root that reads a file over the size limit is refused before its tool runs
+/// (kustomize would spend the whole time limit on it): the root's finding names
+/// the file, and the file's own finding says it was not read.
+#[test]
+fn a_root_with_an_oversized_input_is_refused_before_the_tool_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("app")).expect("mkdir");
+    std::fs::write(
+        root.join("app/kustomization.yaml"),
+        "resources:\n  - big.yaml\n",
+    )
+    .expect("write");
+    let mut big = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n");
+    let line = format!("  k: \"{}\"\n", "x".repeat(1000));
+    while big.len() <= 5 * 1024 * 1024 {
+        big.push_str(&line.replacen('k', &format!("k{}", big.len()), 1));
+    }
+    std::fs::write(root.join("app/big.yaml"), big).expect("write");
+    let report = check_dir(root);
+    let refused = with_rule(&report, "render/limit-exceeded");
+    assert_eq!(refused.len(), 1, "{:#?}", report.findings);
+    assert_eq!(refused[0].file, "app/kustomization.yaml");
+    assert!(
+        refused[0].message.contains("app/big.yaml"),
+        "{}",
+        refused[0].message
+    );
+    assert_eq!(with_rule(&report, "manifest/limit-exceeded").len(), 1);
+    let root_outcome = report
+        .summary
+        .roots
+        .iter()
+        .find(|r| r.file == "app/kustomization.yaml")
+        .expect("the root is listed");
+    assert_eq!(root_outcome.outcome.as_str(), "failed");
+}

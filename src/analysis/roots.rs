@@ -2,7 +2,7 @@
 //! the render note, and the failures that block a change.
 
 use crate::finding::Finding;
-use crate::render::{failure_status, RenderedRevision, RootStatus, LINKED, TOUCHED};
+use crate::render::{failure_status, RenderedRevision, RootStatus, APPS, LINKED, TOUCHED};
 use crate::report::RootOutcome;
 use std::collections::HashSet;
 
@@ -31,8 +31,14 @@ pub(super) fn render_note(roots: &[RootOutcome], selective: bool) -> Option<Stri
         } else {
             String::new()
         };
+        let apps = match selected(APPS) {
+            0 => String::new(),
+            n => format!(
+                ", {n} because they deploy app objects (followed to the apps they point at)"
+            ),
+        };
         note.push_str(&format!(
-            ": {touched} read a file this change touches{linked}. The other {not_needed} neither read a changed file nor share or name a namespace with what it changes, so their objects were not checked in this run."
+            ": {touched} read a file this change touches{linked}{apps}. The other {not_needed} neither read a changed file nor share or name a namespace with what it changes, so their objects were not checked in this run."
         ));
     } else {
         note.push('.');

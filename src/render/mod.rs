@@ -33,7 +33,8 @@ pub use planning::{plan, Plan};
 pub use problem::Problem;
 pub use revision::RootStatus;
 pub(crate) use revision::{
-    context, failure_status, is_manifest, revision, RenderedRevision, Settings, LINKED, TOUCHED,
+    context, failure_status, is_manifest, revision, RenderedRevision, Settings, APPS, LINKED,
+    TOUCHED,
 };
 pub use running::{render_root, Rendered};
 pub use source_map::{Patch, SourceMap};

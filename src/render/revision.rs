@@ -2,7 +2,7 @@
 //! rendered (with the context roots a change joins), and what each root came to.
 //! The one entry the pipeline calls: [`revision`], then for a change [`context`].
 
-use super::apps::AppNamespaceLabels;
+use super::apps::{is_app_object, AppNamespaceLabels};
 use super::discovery::discover;
 use super::planned::PlannedRoot;
 use super::planning::plan;
@@ -11,7 +11,7 @@ use super::running::{render_root, Rendered};
 use super::tools::{RenderLimits, Tools};
 use crate::config::{RepoConfig, CONFIG_FILE};
 use crate::finding::Severity;
-use crate::manifest::{self, input_finding, Limits, SourceFile};
+use crate::manifest::{self, input_finding, Limits, Resource, SourceFile};
 use crate::workspace::{Materialized, Tree};
 use std::collections::BTreeSet;
 
@@ -58,6 +58,8 @@ pub(crate) const TOUCHED: &str = "reads a file this change touches";
 
 pub(crate) const LINKED: &str =
     "deploys into or names a namespace this change deploys into or names";
+
+pub(crate) const APPS: &str = "deploys app objects, rendered to follow them";
 
 pub(crate) const EVERY: &str = "every root is rendered";
 
@@ -191,13 +193,62 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
         .map(|u| super::roots::normalize_repo_url(u))
         .collect();
     repo_urls.retain(|u| !u.is_empty());
-    let plan = plan(
-        tree,
-        &discovery,
-        &loaded.resources,
-        &config.render,
-        &repo_urls,
-    );
+    // App objects a render produces (an app-of-apps chart's Applications, a Flux
+    // Kustomization's HelmReleases) are app objects in turn: plan again with them
+    // until no render adds one, each root rendered once however often it is planned.
+    let mut dir = None;
+    let mut done: Vec<(PlannedRoot, Rendered, &'static str)> = Vec::new();
+    let mut app_objects: Vec<Resource> = Vec::new();
+    let mut depth = 0;
+    let plan = loop {
+        let resources: Vec<Resource> = loaded
+            .resources
+            .iter()
+            .chain(&app_objects)
+            .cloned()
+            .collect();
+        let mut plan = plan(tree, &discovery, &resources, &config.render, &repo_urls);
+        let todo: Vec<(&PlannedRoot, &'static str)> = plan
+            .roots
+            .iter()
+            .filter(|r| !done.iter().any(|(p, _, _)| p == *r))
+            .filter_map(|r| why_rendered(tree, r, settings.changed_paths).map(|why| (r, why)))
+            .collect();
+        let roots: Vec<&PlannedRoot> = todo.iter().map(|(r, _)| *r).collect();
+        let outputs = render_roots(tree, settings, &mut dir, &roots);
+        for ((r, why), out) in todo.into_iter().zip(outputs) {
+            done.push((r.clone(), out, why));
+        }
+        let found: Vec<Resource> = plan
+            .roots
+            .iter()
+            .filter_map(|r| done.iter().find(|(p, _, _)| p == r))
+            .flat_map(|(_, out, _)| out.resources.iter().filter(|o| is_app_object(o)))
+            .cloned()
+            .collect();
+        let ids =
+            |rs: &[Resource]| -> BTreeSet<String> { rs.iter().map(|r| r.id.clone()).collect() };
+        if ids(&found) == ids(&app_objects) {
+            break plan;
+        }
+        if depth == MAX_APP_DEPTH {
+            if let Some(r) = found
+                .iter()
+                .find(|r| !app_objects.iter().any(|a| a.id == r.id))
+            {
+                plan.findings.push(input_finding(
+                    "render/failed",
+                    Severity::Error,
+                    &r.file,
+                    r.line,
+                    format!("{} was not followed: app objects render app objects more than {MAX_APP_DEPTH} levels deep here (a cycle of apps, or an app-of-apps nested too far), so what it deploys was not checked", r.id),
+                ));
+            }
+            break plan;
+        }
+        app_objects = found;
+        depth += 1;
+    };
     // Inputs only the app objects reveal (a patch file an Application or an
     // ApplicationSet's template names, a component) are checked through the render,
     // not also as objects of their own.
@@ -236,38 +287,25 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
         loaded.resources.append(&mut again.resources);
         loaded.findings.append(&mut again.findings);
     }
-    let rendered: Vec<bool> = plan
-        .roots
-        .iter()
-        .map(|r| match settings.changed_paths {
-            None => true,
-            Some(changed) => changed.iter().any(|p| r.reads(p)),
-        })
-        .collect();
     let mut parsed = RenderedRevision {
         loaded,
         outcomes: vec![Outcome::default(); plan.roots.len()],
+        rendered: vec![false; plan.roots.len()],
         excluded: plan.excluded,
         roots: plan.roots,
-        rendered,
-        dir: None,
+        dir,
         namespace_labels: plan.namespace_labels,
     };
-    let selected: Vec<usize> = (0..parsed.roots.len())
-        .filter(|&i| parsed.rendered[i])
-        .collect();
-    if !selected.is_empty() {
-        let roots: Vec<&PlannedRoot> = selected.iter().map(|&i| &parsed.roots[i]).collect();
-        let why = match settings.changed_paths {
-            Some(_) => TOUCHED,
-            None => EVERY,
+    // The renders of the final roots; a root an app object replaced is dropped.
+    for (i, root) in parsed.roots.iter().enumerate() {
+        let Some(at) = done.iter().position(|(p, _, _)| p == root) else {
+            continue;
         };
-        let outputs = render_roots(tree, settings, &mut parsed.dir, &roots);
-        for (i, mut r) in selected.into_iter().zip(outputs) {
-            parsed.outcomes[i] = outcome_of(&r, why);
-            parsed.loaded.resources.append(&mut r.resources);
-            parsed.loaded.findings.append(&mut r.findings);
-        }
+        let (_, mut r, why) = done.swap_remove(at);
+        parsed.rendered[i] = true;
+        parsed.outcomes[i] = outcome_of(&r, why);
+        parsed.loaded.resources.append(&mut r.resources);
+        parsed.loaded.findings.append(&mut r.findings);
     }
     let loaded = &mut parsed.loaded;
     for (path, size) in &tree.oversized {
@@ -293,6 +331,37 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
         }
     }
     parsed
+}
+
+/// App objects rendered from app objects: this many levels are followed.
+const MAX_APP_DEPTH: usize = 5;
+
+/// Why a root is rendered, if it is: every root without a change; with one, the
+/// roots that read a changed file, and those that deploy app objects (an
+/// app-of-apps), whose apps may read it.
+fn why_rendered(
+    tree: &Tree,
+    root: &PlannedRoot,
+    changed: Option<&BTreeSet<String>>,
+) -> Option<&'static str> {
+    let Some(changed) = changed else {
+        return Some(EVERY);
+    };
+    if changed.iter().any(|p| root.reads(p)) {
+        return Some(TOUCHED);
+    }
+    // The app object that defines the root is not what the root deploys.
+    let deploys_apps = tree
+        .files
+        .iter()
+        .filter(|f| root.reads(&f.path) && root.app_file.as_deref() != Some(f.path.as_str()))
+        .any(|f| {
+            let text = String::from_utf8_lossy(&f.bytes);
+            (text.contains("argoproj.io") && text.contains("kind: Application"))
+                || text.contains("kustomize.toolkit.fluxcd.io")
+                || text.contains("helm.toolkit.fluxcd.io")
+        });
+    deploys_apps.then_some(APPS)
 }
 
 /// Renders `roots` from the revision's folder on disk, extracting it first if no
@@ -333,8 +402,31 @@ fn render_roots(
     let read = |p: &str| std::fs::read_to_string(repo_dir.join(p)).ok();
     roots
         .par_iter()
-        .map(|r| render_root(r, &repo_dir, settings.tools, &settings.limits, &read))
+        .map(|r| match oversized_input(tree, r) {
+            Some(refused) => refused,
+            None => render_root(r, &repo_dir, settings.tools, &settings.limits, &read),
+        })
         .collect()
+}
+
+/// A root that reads a file over the size limit is not handed to its tool: the
+/// file was left out of the check already, and kustomize or helm would spend the
+/// whole time limit (and gigabytes) on it.
+fn oversized_input(tree: &Tree, root: &PlannedRoot) -> Option<Rendered> {
+    let (path, size) = tree.oversized.iter().find(|(p, _)| root.reads(p))?;
+    Some(Rendered {
+        resources: Vec::new(),
+        findings: vec![input_finding(
+            "render/limit-exceeded",
+            Severity::Error,
+            &root.root.entry,
+            root.root.entry_line,
+            format!(
+                "{} was not rendered: it reads {path} ({size} bytes), over the size limit for a file, so nothing it deploys was checked. Shrink or split the file, or exclude the root (render.exclude)",
+                root.root.label()
+            ),
+        )],
+    })
 }
 
 /// For a change: renders the untouched roots its objects join with (see

@@ -318,6 +318,18 @@ pub fn app_sources(
     (out, external)
 }
 
+/// Is this an app object meshward follows: an Argo CD Application or
+/// ApplicationSet, a Flux Kustomization or HelmRelease?
+pub(crate) fn is_app_object(r: &Resource) -> bool {
+    let group = r.api_version.split('/').next().unwrap_or_default();
+    matches!(
+        (group, r.kind.as_str()),
+        ("argoproj.io", "Application" | "ApplicationSet")
+            | ("kustomize.toolkit.fluxcd.io", "Kustomization")
+            | ("helm.toolkit.fluxcd.io", "HelmRelease")
+    )
+}
+
 /// Components (Argo `kustomize.components`, Flux `spec.components`): folders relative
 /// to the source folder, inside the repository.
 fn components(
