@@ -15,6 +15,9 @@ pub struct Tree {
     pub oversized: Vec<(String, u64)>,
     /// Symlinks found (never followed).
     pub symlinks: Vec<String>,
+    /// Every folder of the revision, whatever files it holds (an app object may
+    /// apply one without YAML: jsonnet, a plugin's inputs), up to [`MAX_DIRS`].
+    pub dirs: std::collections::BTreeSet<String>,
     /// Where the whole revision can be read from, for rendering.
     pub source: Option<TreeSource>,
 }
@@ -32,7 +35,22 @@ pub enum TreeSource {
     },
 }
 
+/// Folders of a revision remembered, at most: past it an app object's folder that
+/// holds no YAML reads as missing.
+pub const MAX_DIRS: usize = 100_000;
+
 impl Tree {
+    /// Remembers the folders above `path` (a file of the revision).
+    fn add_dirs_of(&mut self, path: &str) {
+        let mut at = path;
+        while let Some((parent, _)) = at.rsplit_once('/') {
+            if self.dirs.len() >= MAX_DIRS || !self.dirs.insert(parent.to_string()) {
+                break;
+            }
+            at = parent;
+        }
+    }
+
     pub fn get(&self, path: &str) -> Option<&SourceFile> {
         self.files.iter().find(|f| f.path == path)
     }
@@ -124,6 +142,9 @@ pub fn read_dir(root: &Path, limits: &TreeLimits) -> Result<Tree> {
                     stack.push(path);
                 }
                 continue;
+            }
+            if ft.is_file() {
+                tree.add_dirs_of(&rel);
             }
             if !ft.is_file() || !wanted(&rel) {
                 continue;
@@ -257,6 +278,7 @@ impl GitRepo {
             let Some(rel) = path.strip_prefix(self.prefix.as_str()) else {
                 continue;
             };
+            tree.add_dirs_of(rel);
             if !wanted(rel) {
                 continue;
             }

@@ -417,9 +417,7 @@ fn tree(objects: &[(Value, u8)]) -> Tree {
                 bytes: text.into_bytes(),
             })
             .collect(),
-        oversized: Vec::new(),
-        symlinks: Vec::new(),
-        source: None,
+        ..Tree::default()
     }
 }
 

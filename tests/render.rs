@@ -1264,6 +1264,22 @@ fn an_app_of_apps_chart_deploys_each_app_into_its_own_namespace() {
         )),
         "{roots:?}"
     );
+    // An app of jsonnet files: a folder meshward cannot render, said as such, not
+    // reported missing.
+    assert!(
+        with_rule(&report, "render/failed").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+    let jsonnet = with_rule(&report, "render/setting-ignored");
+    assert_eq!(jsonnet.len(), 1, "{:#?}", report.findings);
+    assert!(
+        jsonnet[0]
+            .message
+            .contains("\"dashboards\" holds no YAML or JSON files"),
+        "{}",
+        jsonnet[0].message
+    );
 }
 
 /// A change to one app of an app-of-apps: the parent chart is rendered to learn

@@ -137,6 +137,15 @@ pub fn plan(
                     )),
                 }
             }
+            // A folder without YAML or JSON: Argo CD renders its `.jsonnet` files, or
+            // a plugin its inputs; meshward runs neither.
+            None if tree.dirs.contains(&app.path) => findings.push(input_finding(
+                roots::SETTING_IGNORED,
+                Severity::Info,
+                &app.file,
+                app.line,
+                format!("{}: {:?} holds no YAML or JSON files; Argo CD renders such a folder with jsonnet or a config management plugin, which meshward does not run, so nothing it deploys was checked", app.defined_by, app.path),
+            )),
             None => findings.push(input_finding(
                 "render/failed",
                 Severity::Error,
