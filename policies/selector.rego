@@ -58,11 +58,14 @@ findings contains f if {
 		"resource": s.resource,
 		"path": s.path,
 		"message": sprintf(
-			"%s is namespace-wide, but namespace %s has no workloads: this policy applies nowhere. Move it to the namespace of the workloads it is meant for, or remove it.",
-			[lib.display(s.resource), s.namespace],
+			"%s is namespace-wide%s, but namespace %s has no workloads: this policy applies nowhere. Move it to the namespace of the workloads it is meant for, or remove it.",
+			[lib.display(s.resource), empty_selector_text(s), s.namespace],
 		),
 	}
 }
+
+# A namespace-wide selector with a path is an empty one (`matchLabels: {}`).
+empty_selector_text(s) := " (its selector is empty, which Istio reads as no selector)" if count(s.path) > 0 else := ""
 
 what_is_counted(s) := "workload or WorkloadEntry" if s.counts == "workloads_and_entries" else := "workload with an Istio proxy"
 

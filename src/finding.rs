@@ -126,6 +126,11 @@ pub struct Finding {
     /// status.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unchecked: bool,
+    /// Which of several findings about one subject this is, matched from base to
+    /// head by it: the render root a failure on a shared file (a base's remote URL)
+    /// is about, the file of one copy of a duplicated object.
+    #[serde(skip)]
+    pub occurrence: Option<String>,
 }
 
 impl Finding {
@@ -143,6 +148,10 @@ impl Finding {
         let subject = match &self.resource {
             Some(r) => r.id(),
             None => self.file.clone(),
+        };
+        let subject = match &self.occurrence {
+            Some(which) => format!("{subject} ({which})"),
+            None => subject,
         };
         let path = serde_json::to_string(&self.path).unwrap_or_default();
         (self.rule.clone(), subject, path)

@@ -100,6 +100,9 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
             .map(|r| r.remote_urls())
             .unwrap_or_default(),
     };
+    // Which branch a local run stands for is not known: the branch checked out is
+    // most often a feature branch on its way into the one Flux follows.
+    let branches = Vec::new();
     let mut report = analysis::check(
         base.as_ref().map(|(tree, label)| Revision {
             label: label.clone(),
@@ -111,6 +114,7 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         },
         analysis::CheckSettings {
             repo_urls,
+            branches,
             extra_policies,
             evidence,
             prometheus: req.prometheus.clone(),

@@ -1379,3 +1379,69 @@ fn a_root_with_an_oversized_input_is_refused_before_the_tool_runs() {
         .expect("the root is listed");
     assert_eq!(root_outcome.outcome.as_str(), "failed");
 }
+
+/// A chart of `apiVersion: v1` lists its dependencies in requirements.yaml: one
+/// from a Helm repository that is not vendored is refused with the advice to vendor
+/// it (not helm's raw error), and one vendored in charts/ renders.
+#[test]
+fn v1_chart_requirements_are_dependencies_like_chart_yaml_ones() {
+    let report = check_dir(&render_fixture("helm-v1"));
+    let refused = with_rule(&report, "render/refused");
+    assert_eq!(refused.len(), 1, "{:#?}", report.findings);
+    assert_eq!(refused[0].file, "legacy-remote/requirements.yaml");
+    assert!(
+        refused[0].message.contains("dependency redis")
+            && refused[0].message.contains("helm dependency build"),
+        "{}",
+        refused[0].message
+    );
+    assert!(
+        with_rule(&report, "render/failed").is_empty(),
+        "{:#?}",
+        report.findings
+    );
+    let vendored = report
+        .summary
+        .roots
+        .iter()
+        .find(|r| r.file == "legacy-vendored/Chart.yaml")
+        .expect("the vendored chart is a root");
+    assert_eq!(vendored.outcome.as_str(), "rendered", "{vendored:?}");
+}
+
+/// A chart that names a Job and its test hook with `randAlphaNum` renders new
+/// names every time: a comment-only change introduces nothing, and the Job's
+/// finding is the one base had, matched by the template that made it.
+#[test]
+fn objects_named_at_random_are_the_same_objects_after_a_change_that_does_not_touch_them() {
+    let fixture = render_fixture("helm-random");
+    let repo = GitRepo::new();
+    let base = repo.commit_dir(&fixture, "base");
+    let values = std::fs::read_to_string(fixture.join("shop/values.yaml")).expect("values");
+    repo.write("shop/values.yaml", &format!("# Web tier.\n{values}"));
+    let head = repo.commit("a comment");
+    let report = check_change(&repo, &base, &head);
+    assert!(
+        rules_with_status(&report, Status::Introduced).is_empty()
+            && rules_with_status(&report, Status::Resolved).is_empty(),
+        "{:#?}",
+        report.findings
+    );
+    let opted_out = with_rule(&report, "injection/workload-opted-out");
+    assert_eq!(opted_out.len(), 1, "{:#?}", report.findings);
+    assert_eq!(opted_out[0].status, Status::Existing);
+    let job = opted_out[0].resource.as_ref().expect("on the Job");
+    assert!(
+        job.kind == "Job" && job.name.starts_with("migrate-"),
+        "{job:?}"
+    );
+    // The test hook runs once and is gone: not a workload any rule reports.
+    assert!(
+        report.findings.iter().all(|f| f
+            .resource
+            .as_ref()
+            .is_none_or(|r| !r.name.starts_with("web-test-"))),
+        "{:#?}",
+        report.findings
+    );
+}

@@ -279,3 +279,48 @@ fn every_rule_the_policies_raise_is_in_the_catalogue() {
         "catalogued but raised by no policy: {policy_rules:?}"
     );
 }
+
+/// `selector: {matchLabels: {}}` is no selector to Istio: the policy applies to
+/// the whole namespace, and where that namespace is empty it is said as a
+/// namespace-wide policy with nothing to apply to, on the line of the empty labels.
+#[test]
+fn an_empty_selector_is_namespace_wide() {
+    let repo = GitRepo::new();
+    let plain =
+        "      containers:\n        - name: app\n          image: registry.example.com/app:1\n";
+    let deny_all = |ns: &str| {
+        format!("---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata:\n  name: deny-all\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{}}\n")
+    };
+    repo.write(
+        "mesh.yaml",
+        &format!(
+            "{STRICT_SHOP}{}---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: ledger\n  labels:\n    istio-injection: enabled\n{}{}",
+            deployment("web", "shop", plain),
+            deny_all("shop"),
+            deny_all("ledger"),
+        ),
+    );
+    let report = check_dir(&repo.path());
+    let nothing = with_rule(&report, "selector/matches-nothing");
+    assert_eq!(nothing.len(), 1, "{:#?}", report.findings);
+    let f = nothing[0];
+    assert_eq!(
+        f.resource.as_ref().map(|r| r.id()),
+        Some("AuthorizationPolicy/ledger/deny-all".to_string())
+    );
+    assert!(
+        f.message
+            .contains("is namespace-wide (its selector is empty")
+            && f.message.contains("namespace ledger has no workloads"),
+        "{}",
+        f.message
+    );
+    let text = std::fs::read_to_string(repo.path().join("mesh.yaml")).expect("read");
+    let selector_line = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "matchLabels: {}")
+        .map(|(i, _)| i as u32 + 1)
+        .last();
+    assert_eq!(Some(f.line), selector_line);
+}

@@ -220,6 +220,41 @@ fn duplicates_are_keyed_by_api_group_and_name_both_copies() {
     assert!(d.message.contains("config-copy.yaml:3"), "{}", d.message);
 }
 
+/// Every copy past the first is reported, naming the others: a third copy is a
+/// finding of its own, introduced by the change that adds it.
+#[test]
+fn a_third_copy_of_an_object_is_reported_and_introduced_by_its_change() {
+    let repo = GitRepo::new();
+    let copy = |v: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\ndata:\n  tier: {v}\n")
+    };
+    repo.write("shop/a.yaml", &copy("a"));
+    repo.write("shop/b.yaml", &copy("b"));
+    let base = repo.commit("two copies");
+    repo.write("shop/c.yaml", &copy("c"));
+    let head = repo.commit("a third");
+    let report = check_change(&repo, &base, &head);
+    let mut dups: Vec<(&str, Status, &str)> = with_rule(&report, "manifest/duplicate-resource")
+        .into_iter()
+        .map(|f| (f.file.as_str(), f.status, f.message.as_str()))
+        .collect();
+    dups.sort_by_key(|d| d.0);
+    assert_eq!(
+        dups.iter().map(|d| (d.0, d.1)).collect::<Vec<_>>(),
+        [
+            ("shop/b.yaml", Status::Existing),
+            ("shop/c.yaml", Status::Introduced)
+        ],
+        "{:#?}",
+        report.findings
+    );
+    assert!(
+        dups[1].2.contains("shop/a.yaml:1") && dups[1].2.contains("shop/b.yaml:1"),
+        "{}",
+        dups[1].2
+    );
+}
+
 #[test]
 fn a_revision_git_cannot_extract_is_reported_with_gits_own_words() {
     let (repo, base) = repo_of("failing-root");

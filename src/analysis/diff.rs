@@ -1,16 +1,51 @@
 //! Base against head: which findings a change introduces, keeps and resolves.
 
 use crate::finding::{Finding, Status};
+use crate::manifest::Resource;
 use std::collections::{HashMap, HashSet};
+
+/// Objects a template names at random (`randAlphaNum`), by the name they have in
+/// one render (`Kind/namespace/name`) to what stays the same across renders: the
+/// template, kind, namespace and their order among its objects of that kind.
+pub(crate) type RandomNames = HashMap<String, String>;
+
+pub(super) fn random_names(resources: &[Resource]) -> RandomNames {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = RandomNames::new();
+    for r in resources {
+        let Some(template) = r.origin.as_ref().and_then(|o| o.random_name_source()) else {
+            continue;
+        };
+        let namespace = r.namespace.as_deref().unwrap_or_default();
+        let key = format!("{}/{namespace}/(named at random by {template})", r.kind);
+        let n = seen.entry(key.clone()).or_default();
+        *n += 1;
+        out.insert(r.reference().id(), format!("{key}#{n}"));
+    }
+    out
+}
+
+/// A finding's identity with a randomly named subject replaced by its stable name.
+fn identity(f: &Finding, random: &RandomNames) -> (String, String, String) {
+    let (rule, subject, path) = f.identity();
+    match random.get(&subject) {
+        Some(stable) => (rule, stable.clone(), path),
+        None => (rule, subject, path),
+    }
+}
 
 /// Marks each head finding introduced or existing, and adds base-only ones as resolved.
 /// A finding base had too is introduced still when it names a subject base's did
-/// not: a second workload left without a proxy is a new breakage.
-pub(super) fn diff(base: &[Finding], head: &[Finding]) -> Vec<Finding> {
+/// not: a second workload left without a proxy is a new breakage. An object a
+/// template names at random is the same object in base and head whatever its name.
+pub(super) fn diff(
+    (base, base_random): (&[Finding], &RandomNames),
+    (head, head_random): (&[Finding], &RandomNames),
+) -> Vec<Finding> {
     let mut remaining: HashMap<(String, String, String), usize> = HashMap::new();
     let mut base_subjects: HashMap<(String, String, String), HashSet<&str>> = HashMap::new();
     for f in base {
-        let id = f.identity();
+        let id = identity(f, base_random);
         base_subjects
             .entry(id.clone())
             .or_default()
@@ -20,7 +55,7 @@ pub(super) fn diff(base: &[Finding], head: &[Finding]) -> Vec<Finding> {
     let mut out = Vec::with_capacity(head.len());
     for f in head {
         let mut f = f.clone();
-        let id = f.identity();
+        let id = identity(&f, head_random);
         let new_subject = f.subjects.iter().any(|s| {
             !base_subjects
                 .get(&id)
@@ -41,10 +76,10 @@ pub(super) fn diff(base: &[Finding], head: &[Finding]) -> Vec<Finding> {
     }
     let mut head_left: HashMap<(String, String, String), usize> = HashMap::new();
     for f in head {
-        *head_left.entry(f.identity()).or_default() += 1;
+        *head_left.entry(identity(f, head_random)).or_default() += 1;
     }
     for f in base {
-        match head_left.get_mut(&f.identity()) {
+        match head_left.get_mut(&identity(f, base_random)) {
             Some(n) if *n > 0 => *n -= 1,
             _ => {
                 let mut f = f.clone();
@@ -72,6 +107,10 @@ mod tests {
         )
     }
 
+    fn none() -> RandomNames {
+        RandomNames::new()
+    }
+
     fn statuses(out: &[Finding]) -> Vec<(String, Status)> {
         out.iter().map(|f| (f.rule.clone(), f.status)).collect()
     }
@@ -88,7 +127,7 @@ mod tests {
             finding("a/new", "z.yaml", 1),
         ];
         assert_eq!(
-            statuses(&diff(&base, &head)),
+            statuses(&diff((&base, &none()), (&head, &none()))),
             [
                 ("a/kept".to_string(), Status::Existing),
                 ("a/new".to_string(), Status::Introduced),
@@ -102,7 +141,7 @@ mod tests {
         let base = [finding("a/dup", "x.yaml", 1)];
         let head = [finding("a/dup", "x.yaml", 1), finding("a/dup", "x.yaml", 9)];
         assert_eq!(
-            statuses(&diff(&base, &head))
+            statuses(&diff((&base, &none()), (&head, &none())))
                 .into_iter()
                 .map(|(_, s)| s)
                 .collect::<Vec<_>>(),
@@ -112,6 +151,40 @@ mod tests {
         before.subjects = vec!["web".into()];
         let mut after = before.clone();
         after.subjects = vec!["web".into(), "api".into()];
-        assert_eq!(diff(&[before], &[after])[0].status, Status::Introduced);
+        assert_eq!(
+            diff((&[before], &none()), (&[after], &none()))[0].status,
+            Status::Introduced
+        );
+    }
+
+    #[test]
+    fn an_object_named_at_random_is_the_same_object_in_base_and_head() {
+        let on = |name: &str| {
+            let mut f = finding("a/pod", "templates/tests/test.yaml", 4);
+            f.resource = Some(crate::finding::ResourceRef {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: Some("shop".into()),
+                name: name.into(),
+            });
+            f
+        };
+        let stable = |id: &str| {
+            RandomNames::from([(
+                id.to_string(),
+                "Pod/shop/(named at random by templates/tests/test.yaml)#1".to_string(),
+            )])
+        };
+        let base = [on("web-test-k3x9q")];
+        let head = [on("web-test-p0z2m")];
+        assert_eq!(
+            statuses(&diff(
+                (&base, &stable("Pod/shop/web-test-k3x9q")),
+                (&head, &stable("Pod/shop/web-test-p0z2m"))
+            )),
+            [("a/pod".to_string(), Status::Existing)]
+        );
+        // Without the template's word for it, a renamed object is another object.
+        assert_eq!(statuses(&diff((&base, &none()), (&head, &none()))).len(), 2);
     }
 }

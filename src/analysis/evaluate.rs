@@ -144,5 +144,6 @@ pub(super) fn to_finding(
             s
         },
         unchecked: false,
+        occurrence: None,
     }))
 }

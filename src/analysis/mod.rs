@@ -41,6 +41,8 @@ pub struct Options {
     pub tools: crate::render::Tools,
     /// URLs under which app objects name this repository (besides `render.repo_urls`).
     pub repo_urls: Vec<String>,
+    /// The branches the checked revisions stand for, where known.
+    pub branches: Vec<String>,
     /// Paths the change touches; only render roots reading one are rendered. None:
     /// render every root.
     pub changed_paths: Option<std::collections::BTreeSet<String>>,
@@ -69,6 +71,7 @@ impl Options {
         Options {
             tools: crate::render::Tools::discover(),
             repo_urls: Vec::new(),
+            branches: Vec::new(),
             changed_paths: None,
             extra_policies: Vec::new(),
             evidence: None,
@@ -87,6 +90,10 @@ impl Options {
 pub struct CheckSettings {
     /// URLs under which app objects name this repository.
     pub repo_urls: Vec<String>,
+    /// The branches the checked revisions stand for (the pull request's base, the
+    /// branch checked out), where known: a Flux GitRepository of this repository
+    /// following another branch is not this checkout.
+    pub branches: Vec<String>,
     /// Policies given on the command line: trusted like the built-ins.
     pub extra_policies: Vec<PolicySource>,
     pub evidence: Option<Evidence>,
@@ -118,6 +125,7 @@ pub fn check(
     };
     let opts = Options {
         repo_urls: settings.repo_urls,
+        branches: settings.branches,
         changed_paths: changed_paths.clone(),
         extra_policies: settings.extra_policies,
         evidence: settings.evidence,
@@ -197,6 +205,7 @@ pub fn analyze(
         limits: limits::render_limits(&config, &opts.render_limits),
         manifest_limits: &opts.limits,
         repo_urls: &opts.repo_urls,
+        branches: &opts.branches,
         changed_paths: opts.changed_paths.as_ref(),
     };
     // Base's model is built on base's thread while head is parsed, unless context
@@ -264,6 +273,13 @@ pub fn analyze(
         Some(e) => Some(e.clone()),
         None => gather_evidence(opts, &config, &head_model, base_model, &mut notes),
     };
+    let random = (
+        base_loaded
+            .as_ref()
+            .map(|(l, _)| diff::random_names(&l.resources))
+            .unwrap_or_default(),
+        diff::random_names(&head_parsed.resources),
+    );
     let head_loaded = (head_parsed, head_model);
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -303,7 +319,7 @@ pub fn analyze(
         "evaluated"
     );
     let mut findings = match &base_eval {
-        Some(b) => diff(&b.findings, &head_eval.findings),
+        Some(b) => diff((&b.findings, &random.0), (&head_eval.findings, &random.1)),
         None => head_eval.findings.clone(),
     };
     for p in &policies.problems {

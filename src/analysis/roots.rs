@@ -11,7 +11,7 @@ pub(super) fn render_note(roots: &[RootOutcome], selective: bool) -> Option<Stri
     let excluded = count(RootStatus::Excluded);
     let planned = roots.len() - excluded;
     if roots.is_empty() {
-        return None;
+        return Some("Rendered 0 of 0 render roots (kustomize, Helm, app objects): no kustomization or chart was found, and no app object points at one in this repository, so every manifest was read as plain YAML (the files of a folder an app object applies, in its namespace).".to_string());
     }
     let rendered = count(RootStatus::Rendered);
     let unchecked = count(RootStatus::Failed) + count(RootStatus::Refused);
@@ -84,17 +84,25 @@ pub(super) fn root_outcomes(p: &RenderedRevision) -> Vec<RootOutcome> {
 /// block, whatever base did. (A root rendered only because it joins with the
 /// change does not: the change did not touch it.)
 pub(super) fn touched_failures(p: &RenderedRevision) -> HashSet<(String, String, String)> {
-    let entries: HashSet<&str> = p
+    let failed: Vec<_> = p
         .roots
         .iter()
         .zip(&p.outcomes)
         .filter(|(_, o)| o.status.unchecked() && o.why != Some(LINKED))
-        .map(|(r, _)| r.root.entry.as_str())
+        .map(|(r, _)| (r.root.entry.as_str(), r.root.label()))
         .collect();
+    // A failure is the root's by its label, or by its entry file for one said
+    // without a root; a shared base's failure is each root's own.
     p.loaded
         .findings
         .iter()
-        .filter(|f| failure_status(&f.rule).is_some() && entries.contains(f.file.as_str()))
+        .filter(|f| failure_status(&f.rule).is_some())
+        .filter(|f| {
+            failed.iter().any(|(entry, label)| match &f.occurrence {
+                Some(root) => root == label,
+                None => f.file == *entry,
+            })
+        })
         .map(Finding::identity)
         .collect()
 }

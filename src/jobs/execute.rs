@@ -387,6 +387,8 @@ async fn check(
     let Fetched { head_dir, base } = fetched;
     let (base_sha, base_dir) = base.unzip();
     let repo_urls = vec![format!("https://github.com/{}", job.repo)];
+    // The branch a pull request merges into, or the one a push moved.
+    let branches: Vec<String> = job.base_ref.iter().cloned().collect();
     let head_label = short(&job.head_sha);
     let base_sha = base_sha.map(|sha| sha.to_string());
     let base_label = base_sha.as_deref().map(short);
@@ -412,6 +414,7 @@ async fn check(
             },
             analysis::CheckSettings {
                 repo_urls,
+                branches,
                 extra_policies: Vec::new(),
                 evidence: None,
                 prometheus,

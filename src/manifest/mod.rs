@@ -30,6 +30,12 @@ pub struct Resource {
 /// overlay or chart) map back to those files.
 pub trait Origin: std::fmt::Debug + Send + Sync {
     fn locate(&self, path: &[serde_json::Value]) -> Location;
+
+    /// The template that names the object with a random function (`randAlphaNum`
+    /// in a Helm test hook), so its name differs on every render.
+    fn random_name_source(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Where a field was written.
@@ -137,6 +143,7 @@ pub fn input_finding(
     Finding {
         subjects: Vec::new(),
         unchecked: false,
+        occurrence: None,
         rule: rule.to_string(),
         severity,
         status: Status::Existing,
@@ -418,32 +425,41 @@ pub fn is_tool_config(api_version: &str, kind: &str) -> bool {
 fn report_duplicates(out: &mut Loaded) {
     // The API server keys objects by group too: crossplane's ProviderConfig/default of
     // two providers are two objects.
-    let mut seen: std::collections::HashMap<(&str, &str), &Resource> =
+    let mut copies: std::collections::HashMap<(&str, &str), Vec<&Resource>> =
         std::collections::HashMap::new();
-    let mut dups = Vec::new();
     // Each object with only a generateName is created anew under a name of its own:
     // two of them with one prefix are two objects, not a conflict.
     for r in out.resources.iter().filter(|r| !has_generated_name(r)) {
-        let key = (api_group(&r.api_version), r.id.as_str());
-        if let Some(first) = seen.get(&key) {
-            dups.push(Finding {
-                subjects: Vec::new(),
-                unchecked: false,
-                rule: "manifest/duplicate-resource".into(),
-                severity: Severity::Warning,
-                status: Status::Existing,
-                resource: Some(r.reference()),
-                file: r.file.clone(),
-                line: r.line,
-                path: Vec::new(),
-                message: format!(
-                    "{} is also defined at {}:{}; the controller applies only one of them, and which one is live is not obvious",
-                    r.id, first.file, first.line
+        copies
+            .entry((api_group(&r.api_version), r.id.as_str()))
+            .or_default()
+            .push(r);
+    }
+    let mut dups = Vec::new();
+    for group in copies.values().filter(|g| g.len() > 1) {
+        // Every copy after the first is a finding of its own, on its own line, so a
+        // third copy a change adds is introduced whatever the first two do.
+        for (i, r) in group.iter().enumerate().skip(1) {
+            let others: Vec<String> = group
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, o)| format!("{}:{}", o.file, o.line))
+                .collect();
+            let mut f = input_finding(
+                "manifest/duplicate-resource",
+                Severity::Warning,
+                &r.file,
+                r.line,
+                format!(
+                    "{} is also defined at {}; the controller applies only one of them, and which one is live is not obvious",
+                    r.id,
+                    others.join(", ")
                 ),
-                istio_code: None,
-            });
-        } else {
-            seen.insert(key, r);
+            );
+            f.resource = Some(r.reference());
+            f.occurrence = Some(r.file.clone());
+            dups.push(f);
         }
     }
     out.findings.extend(dups);

@@ -136,7 +136,15 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
         r.body.pointer("/spec/targetRef").is_some() || r.body.pointer("/spec/targetRefs").is_some();
     let workloads = index.workloads_for(ns, mesh);
     let entries = index.entries_for(ns, mesh);
-    match labels_at(&r.body, path) {
+    let namespace_wide = !has_target_ref && NAMESPACE_WIDE.contains(&r.kind.as_str());
+    // Istio reads an empty selector (`matchLabels: {}`) as none: the policy is
+    // namespace-wide (mesh-wide in the root namespace).
+    let selector_path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+    let (labels, at) = match labels_at(&r.body, path) {
+        Some(l) if l.is_empty() && namespace_wide => (None, selector_path.clone()),
+        other => (other, Vec::new()),
+    };
+    match labels {
         Some(labels) => {
             let mut matches = Vec::new();
             let mut unknown = Vec::new();
@@ -162,7 +170,7 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
                 resource: r.id.clone(),
                 kind: r.kind.clone(),
                 namespace: ns.to_string(),
-                path: path.iter().map(|s| s.to_string()).collect(),
+                path: selector_path,
                 scope: "workload".into(),
                 invalid: labels.invalid(),
                 labels: Some(labels),
@@ -175,7 +183,7 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
                 workload_groups: Vec::new(),
             });
         }
-        None if !has_target_ref && NAMESPACE_WIDE.contains(&r.kind.as_str()) => {
+        None if namespace_wide => {
             let matches: Vec<String> = workloads
                 .iter()
                 .filter(|w| w.proxy)
@@ -191,7 +199,7 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
                 resource: r.id.clone(),
                 kind: r.kind.clone(),
                 namespace: ns.to_string(),
-                path: Vec::new(),
+                path: at,
                 scope: if ns == mesh.root_namespace {
                     "mesh"
                 } else {

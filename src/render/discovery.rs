@@ -79,6 +79,37 @@ pub(super) fn kustomize_root(dir: &str, view: &TreeView) -> Option<PlannedRoot> 
     })
 }
 
+/// The release name of a chart no app object deploys: its folder's name, made one
+/// Helm accepts (lowercase letters, digits, `-` and `.`, at most 53 characters), as
+/// `grpcGateway` becomes `grpcgateway`; helm refuses the folder name as it is.
+pub(super) fn release_name(folder: &str) -> String {
+    let mapped: String = folder
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '.') => c,
+            _ => '-',
+        })
+        .collect();
+    let mut name = String::new();
+    for part in mapped
+        .split('.')
+        .map(|p| p.trim_matches('-'))
+        .filter(|p| !p.is_empty())
+    {
+        if !name.is_empty() {
+            name.push('.');
+        }
+        name.push_str(part);
+    }
+    name.truncate(53);
+    let name = name.trim_end_matches(['-', '.']);
+    if name.is_empty() {
+        "release".to_string()
+    } else {
+        name.to_string()
+    }
+}
+
 pub(super) fn helm_root(dir: &str) -> PlannedRoot {
     let entry = join(dir, "Chart.yaml").unwrap_or_default();
     PlannedRoot {
@@ -88,13 +119,7 @@ pub(super) fn helm_root(dir: &str) -> PlannedRoot {
             entry: entry.clone(),
             entry_line: 1,
             namespace: None,
-            release: Some(
-                dir.rsplit('/')
-                    .next()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or("release")
-                    .to_string(),
-            ),
+            release: Some(release_name(dir.rsplit('/').next().unwrap_or_default())),
             values: Vec::new(),
             inline_values: None,
             kustomize: Default::default(),
@@ -250,6 +275,20 @@ fn flux_generated(tree: &Tree, view: &TreeView) -> Vec<PlannedRoot> {
 /// charts (not inside another chart).
 pub fn discover(tree: &Tree) -> Discovery {
     let view = TreeView::new(tree);
+    let charts: Vec<(String, bool)> = tree
+        .files
+        .iter()
+        .filter(|f| f.path == "Chart.yaml" || f.path.ends_with("/Chart.yaml"))
+        .map(|f| (parent(&f.path).to_string(), is_library_chart(&f.bytes)))
+        .collect();
+    // A kustomization among a chart's templates is a template helm renders (into
+    // a kustomize config object it leaves alone), not a root of its own.
+    let in_templates = |dir: &str| {
+        charts.iter().any(|(chart, _)| {
+            let templates = join(chart, "templates").unwrap_or_default();
+            dir == templates || dir.starts_with(&format!("{templates}/"))
+        })
+    };
     let mut kdirs: Vec<String> = tree
         .files
         .iter()
@@ -259,6 +298,7 @@ pub fn discover(tree: &Tree) -> Discovery {
                 .any(|k| f.path == *k || f.path.ends_with(&format!("/{k}")))
         })
         .map(|f| parent(&f.path).to_string())
+        .filter(|d| !in_templates(d))
         .collect();
     kdirs.dedup();
     let mut all: Vec<PlannedRoot> = kdirs
@@ -303,12 +343,6 @@ pub fn discover(tree: &Tree) -> Discovery {
         b.root.defined_by = Some("base".into());
         b
     }));
-    let charts: Vec<(String, bool)> = tree
-        .files
-        .iter()
-        .filter(|f| f.path == "Chart.yaml" || f.path.ends_with("/Chart.yaml"))
-        .map(|f| (parent(&f.path).to_string(), is_library_chart(&f.bytes)))
-        .collect();
     let (mut helm, mut library) = (Vec::new(), Vec::new());
     for (d, is_library) in charts.iter().filter(|(d, _)| {
         !charts
@@ -377,5 +411,19 @@ impl appset::RepoLookup for TreeView<'_> {
     }
     fn is_dir(&self, path: &str) -> bool {
         TreeView::is_dir(self, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release_name;
+
+    #[test]
+    fn folder_names_become_release_names_helm_accepts() {
+        assert_eq!(release_name("grpcGateway"), "grpcgateway");
+        assert_eq!(release_name("my_chart"), "my-chart");
+        assert_eq!(release_name("-web.v2-"), "web.v2");
+        assert_eq!(release_name("__"), "release");
+        assert_eq!(release_name(&"a".repeat(80)).len(), 53);
     }
 }

@@ -8,6 +8,29 @@ use crate::yaml::{self, Limits, Node};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
+/// A chart's dependencies and the file that lists them: `dependencies` of
+/// Chart.yaml, or of `requirements.yaml` for a chart of `apiVersion: v1` (helm
+/// reads both there). None when Chart.yaml is not YAML.
+fn dependencies(root: &Root, read: &dyn Fn(&str) -> Option<String>) -> Option<(String, Vec<Json>)> {
+    let chart_file = join(&root.path, "Chart.yaml").unwrap_or_default();
+    let chart = read(&chart_file).and_then(|t| yaml_serde::from_str::<Json>(&t).ok())?;
+    let list = |doc: &Json| -> Vec<Json> {
+        doc.get("dependencies")
+            .and_then(Json::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let in_chart = list(&chart);
+    let v1 = chart.get("apiVersion").and_then(Json::as_str) == Some("v1");
+    if v1 && in_chart.is_empty() {
+        let requirements = join(&root.path, "requirements.yaml").unwrap_or_default();
+        if let Some(doc) = read(&requirements).and_then(|t| yaml_serde::from_str::<Json>(&t).ok()) {
+            return Some((requirements, list(&doc)));
+        }
+    }
+    Some((chart_file, in_chart))
+}
+
 /// Dependencies that are not in the chart's `charts/` folder would be downloaded:
 /// refused. Like `helm template`, a dependency counts as vendored by name: a
 /// `charts/<name>/` folder or a `charts/<name>-<version>.tgz` archive of any version,
@@ -19,20 +42,15 @@ pub fn check_dependencies(
     list: &dyn Fn(&str) -> Vec<String>,
     is_dir: &dyn Fn(&str) -> bool,
 ) -> Vec<Problem> {
-    let chart_file = join(&root.path, "Chart.yaml").unwrap_or_default();
-    let Some(chart) = read(&chart_file).and_then(|t| yaml_serde::from_str::<Json>(&t).ok()) else {
+    let Some((chart_file, dependencies)) = dependencies(root, read) else {
+        let chart_file = join(&root.path, "Chart.yaml").unwrap_or_default();
         return vec![Problem::failed(
             &chart_file,
             "Chart.yaml could not be read as YAML",
         )];
     };
     let mut problems = Vec::new();
-    for dep in chart
-        .get("dependencies")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for dep in &dependencies {
         let name = dep.get("name").and_then(Json::as_str).unwrap_or_default();
         let version = dep
             .get("version")
@@ -78,16 +96,12 @@ pub fn local_dependencies(
     read: &dyn Fn(&str) -> Option<String>,
     is_dir: &dyn Fn(&str) -> bool,
 ) -> Vec<(String, String)> {
-    let chart_file = join(&root.path, "Chart.yaml").unwrap_or_default();
-    let Some(chart) = read(&chart_file).and_then(|t| yaml_serde::from_str::<Json>(&t).ok()) else {
+    let Some((_, dependencies)) = dependencies(root, read) else {
         return Vec::new();
     };
     let charts_dir = join(&root.path, "charts").unwrap_or_default();
-    chart
-        .get("dependencies")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
+    dependencies
+        .iter()
         .filter_map(|dep| {
             let name = dep.get("name").and_then(Json::as_str)?;
             let local = dep

@@ -30,18 +30,21 @@ pub fn plan(
     resources: &[Resource],
     config: &RenderConfig,
     repo_urls: &BTreeSet<String>,
+    branches: &[String],
 ) -> Plan {
     let view = TreeView::new(tree);
     let mut findings = Vec::new();
-    let (apps, external) = roots::app_sources(resources, repo_urls, &view);
+    let (apps, external) = roots::app_sources(resources, repo_urls, branches, &view);
     for e in external {
-        findings.push(input_finding(
+        let mut f = input_finding(
             "render/external-source",
             Severity::Info,
             &e.file,
             e.line,
             format!("{} was not rendered: {}.", e.resource, e.what),
-        ));
+        );
+        f.occurrence = Some(e.resource.clone());
+        findings.push(f);
     }
     let mut planned: Vec<PlannedRoot> = discovery
         .kustomize
@@ -62,13 +65,15 @@ pub fn plan(
             .or_else(|| kustomize_root(&app.path, &view));
         let said = |p: &Problem| {
             let line = if p.line > 0 { p.line } else { app.line };
-            input_finding(
+            let mut f = input_finding(
                 p.rule,
                 p.severity,
                 &p.file,
                 line,
                 format!("{}: {}", app.defined_by, p.message),
-            )
+            );
+            f.occurrence = Some(app.defined_by.clone());
+            f
         };
         match template {
             Some(mut r) => {

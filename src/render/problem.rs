@@ -72,11 +72,13 @@ pub(super) fn problem_finding(p: &Problem, root: &Root) -> Finding {
     } else {
         1
     };
-    input_finding(
+    let mut f = input_finding(
         p.rule,
         p.severity,
         &file,
         line,
         format!("{}: {}", root.label(), p.message),
-    )
+    );
+    f.occurrence = Some(root.label());
+    f
 }

@@ -24,6 +24,9 @@ pub(crate) struct Settings<'a> {
     pub(crate) manifest_limits: &'a Limits,
     /// URLs under which app objects name this repository (besides `render.repo_urls`).
     pub(crate) repo_urls: &'a [String],
+    /// The branches the revision under check stands for, where known: a Flux
+    /// GitRepository of this repository following another is not this checkout.
+    pub(crate) branches: &'a [String],
     /// Paths the change touches; only roots reading one are rendered. None: every root.
     pub(crate) changed_paths: Option<&'a BTreeSet<String>>,
 }
@@ -207,7 +210,14 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
             .chain(&app_objects)
             .cloned()
             .collect();
-        let mut plan = plan(tree, &discovery, &resources, &config.render, &repo_urls);
+        let mut plan = plan(
+            tree,
+            &discovery,
+            &resources,
+            &config.render,
+            &repo_urls,
+            settings.branches,
+        );
         let todo: Vec<(&PlannedRoot, &'static str)> = plan
             .roots
             .iter()
@@ -271,21 +281,46 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
         .retain(|f| !(f.rule.starts_with("manifest/") && inputs.contains(f.file.as_str())));
     loaded.findings.extend(plan.findings.iter().cloned());
     // Plain folders an app object applies: their objects default to its namespace.
-    for d in &plan.directories {
-        let under: Vec<SourceFile> = files
-            .iter()
-            .filter(|f| d.holds(&f.path) && !inputs.contains(f.path.as_str()))
-            .cloned()
-            .collect();
-        if under.is_empty() || d.namespace == "default" {
-            continue;
+    // Apps sharing a folder each apply it, into their own namespaces.
+    let applied: Vec<_> = plan
+        .directories
+        .iter()
+        .filter(|d| d.namespace != "default")
+        .filter_map(|d| {
+            let under: Vec<SourceFile> = files
+                .iter()
+                .filter(|f| d.holds(&f.path) && !inputs.contains(f.path.as_str()))
+                .cloned()
+                .collect();
+            (!under.is_empty()).then_some((d, under))
+        })
+        .collect();
+    let in_folders_with_default: Vec<_> = plan
+        .directories
+        .iter()
+        .filter(|d| d.namespace == "default")
+        .collect();
+    let held = |file: &str| applied.iter().any(|(d, _)| d.holds(file));
+    let kept_as_plain = |file: &str| in_folders_with_default.iter().any(|d| d.holds(file));
+    loaded
+        .resources
+        .retain(|r| !held(&r.file) || kept_as_plain(&r.file));
+    loaded
+        .findings
+        .retain(|f| !held(&f.file) || kept_as_plain(&f.file));
+    for (d, under) in &applied {
+        let again =
+            manifest::load_with_namespace(under, settings.manifest_limits, Some(&d.namespace));
+        loaded.resources.extend(again.resources);
+        // A broken file is said once, however many apps apply it.
+        for f in again.findings {
+            let said = loaded.findings.iter().any(|g| {
+                (&g.rule, &g.file, g.line, &g.message) == (&f.rule, &f.file, f.line, &f.message)
+            });
+            if !said {
+                loaded.findings.push(f);
+            }
         }
-        loaded.resources.retain(|r| !d.holds(&r.file));
-        loaded.findings.retain(|f| !d.holds(&f.file));
-        let mut again =
-            manifest::load_with_namespace(&under, settings.manifest_limits, Some(&d.namespace));
-        loaded.resources.append(&mut again.resources);
-        loaded.findings.append(&mut again.findings);
     }
     let mut parsed = RenderedRevision {
         loaded,
@@ -388,12 +423,15 @@ fn render_roots(
                 .iter()
                 .map(|r| Rendered {
                     resources: Vec::new(),
-                    findings: vec![input_finding(
-                        "render/failed",
-                        Severity::Error,
-                        &r.root.entry,
-                        r.root.entry_line,
-                        format!("{} was not rendered: {why}", r.root.label()),
+                    findings: vec![of_root(
+                        input_finding(
+                            "render/failed",
+                            Severity::Error,
+                            &r.root.entry,
+                            r.root.entry_line,
+                            format!("{} was not rendered: {why}", r.root.label()),
+                        ),
+                        r,
                     )],
                 })
                 .collect();
@@ -409,6 +447,12 @@ fn render_roots(
         .collect()
 }
 
+/// A finding about one root, told apart from other roots' by it.
+fn of_root(mut f: crate::finding::Finding, root: &PlannedRoot) -> crate::finding::Finding {
+    f.occurrence = Some(root.root.label());
+    f
+}
+
 /// A root that reads a file over the size limit is not handed to its tool: the
 /// file was left out of the check already, and kustomize or helm would spend the
 /// whole time limit (and gigabytes) on it.
@@ -416,15 +460,18 @@ fn oversized_input(tree: &Tree, root: &PlannedRoot) -> Option<Rendered> {
     let (path, size) = tree.oversized.iter().find(|(p, _)| root.reads(p))?;
     Some(Rendered {
         resources: Vec::new(),
-        findings: vec![input_finding(
-            "render/limit-exceeded",
-            Severity::Error,
-            &root.root.entry,
-            root.root.entry_line,
-            format!(
-                "{} was not rendered: it reads {path} ({size} bytes), over the size limit for a file, so nothing it deploys was checked. Shrink or split the file, or exclude the root (render.exclude)",
-                root.root.label()
+        findings: vec![of_root(
+            input_finding(
+                "render/limit-exceeded",
+                Severity::Error,
+                &root.root.entry,
+                root.root.entry_line,
+                format!(
+                    "{} was not rendered: it reads {path} ({size} bytes), over the size limit for a file, so nothing it deploys was checked. Shrink or split the file, or exclude the root (render.exclude)",
+                    root.root.label()
+                ),
             ),
+            root,
         )],
     })
 }

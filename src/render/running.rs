@@ -63,6 +63,43 @@ fn generate(
     )
 }
 
+/// A tool's message with paths as the repository names them, not as this
+/// machine's folders: the revision's and scratch folders' absolute paths, the
+/// wrapper kustomization's relative way up to the revision, and the staged copy of
+/// a chart.
+fn repository_paths(
+    mut msg: String,
+    repo_dir: &Path,
+    scratch: &Path,
+    wrap: Option<&(std::path::PathBuf, std::path::PathBuf)>,
+    root_path: &str,
+) -> String {
+    if let Some(up) = wrap.and_then(|(wrap, repo)| kustomize::relative(wrap, repo)) {
+        msg = msg.replace(&format!("{up}/"), "");
+    }
+    let chart = match root_path {
+        "" => String::new(),
+        path => format!("{path}/"),
+    };
+    for (dir, by) in [
+        (scratch.join("chart"), chart),
+        (
+            scratch.join("wrap"),
+            "(meshward's wrapper kustomization)/".to_string(),
+        ),
+        (repo_dir.to_path_buf(), String::new()),
+        (scratch.to_path_buf(), String::new()),
+    ] {
+        for form in [std::fs::canonicalize(&dir).ok(), Some(dir)]
+            .into_iter()
+            .flatten()
+        {
+            msg = msg.replace(&format!("{}/", form.display()), &by);
+        }
+    }
+    msg
+}
+
 /// Renders one root from the revision's folder on disk.
 pub fn render_root(
     p: &PlannedRoot,
@@ -313,13 +350,7 @@ pub fn render_root(
         }
         Err(tools::RunError::Spawn(e)) => return fail(&mut findings, Problem::failed(&root.entry, &format!("could not run the render tool: {e}"))),
         Err(tools::RunError::Failed(msg)) => {
-            // Paths as the repository names them, not as this machine's temp folders.
-            let mut msg = msg;
-            for dir in [repo_dir, scratch.path()] {
-                if let Ok(abs) = std::fs::canonicalize(dir) {
-                    msg = msg.replace(&format!("{}/", abs.display()), "");
-                }
-            }
+            let msg = repository_paths(msg, repo_dir, scratch.path(), wrap_dir.as_ref(), &root.path);
             let msg: String = msg.chars().take(2000).collect();
             return fail(&mut findings, Problem::failed(&root.entry, &format!("the render tool failed, so nothing it deploys was checked: {msg}")));
         }

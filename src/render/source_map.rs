@@ -61,7 +61,37 @@ fn pointer(path: &[Json]) -> String {
         .collect()
 }
 
+/// Sprig's functions whose result differs on every render.
+const RANDOM_FUNCTIONS: [&str; 7] = [
+    "randAlphaNum",
+    "randAlpha",
+    "randNumeric",
+    "randAscii",
+    "randInt",
+    "randBytes",
+    "uuidv4",
+];
+
+/// A template line that sets a name from a random function.
+fn names_randomly(template: &str) -> bool {
+    template.lines().any(|l| {
+        let l = l.trim_start().trim_start_matches("- ");
+        (l.starts_with("name:") || l.starts_with("generateName:"))
+            && RANDOM_FUNCTIONS.iter().any(|f| l.contains(f))
+    })
+}
+
 impl manifest::Origin for SourceMap {
+    fn random_name_source(&self) -> Option<&str> {
+        match self {
+            SourceMap::Helm {
+                template: Some((file, text)),
+                ..
+            } if names_randomly(text) => Some(file),
+            _ => None,
+        }
+    }
+
     fn locate(&self, path: &[Json]) -> Location {
         match self {
             SourceMap::Kustomize { origin, patches, entry } => {

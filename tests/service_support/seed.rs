@@ -103,6 +103,7 @@ fn finding(ns: &str, i: usize, status: Status) -> Finding {
     Finding {
         subjects: Vec::new(),
         unchecked: false,
+        occurrence: None,
         rule: "selector/matches-nothing".into(),
         severity: Severity::Error,
         status,

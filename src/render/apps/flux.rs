@@ -15,6 +15,19 @@ pub(super) fn flux_source(r: &Resource, pointer: &str) -> String {
     )
 }
 
+/// `spec.kubeConfig`: Flux applies to another cluster, which meshward does not
+/// model apart from this one.
+fn remote_cluster(said: &mut Said, r: &Resource, line: u32) {
+    if r.body.pointer("/spec/kubeConfig").is_some() {
+        said.ignored(
+            &r.file,
+            line,
+            "kubeConfig",
+            "Flux applies what this object deploys to the remote cluster its kubeconfig Secret names, not to the cluster Flux runs in, and meshward checked it together with this repository's other objects as one cluster",
+        );
+    }
+}
+
 pub(super) fn flux_kustomization(r: &Resource, by: String, repo: &dyn RepoLookup) -> AppSource {
     let mut said = Said::default();
     let file = r.file.as_str();
@@ -65,6 +78,7 @@ pub(super) fn flux_kustomization(r: &Resource, by: String, repo: &dyn RepoLookup
             );
         }
     }
+    remote_cluster(&mut said, r, at(&["spec", "kubeConfig"]));
     AppSource {
         path,
         namespace: s(&r.body, "/spec/targetNamespace"),
@@ -137,10 +151,17 @@ pub(super) fn flux_helm_release(r: &Resource, by: String, resources: &[Resource]
             "Flux patches the chart's output with them before applying it",
         );
     }
+    remote_cluster(&mut said, r, at(&[k("spec"), k("kubeConfig")]));
+    let target_namespace = s(&r.body, "/spec/targetNamespace");
+    // Flux names the release `[targetNamespace-]name` unless releaseName says.
+    let release = s(&r.body, "/spec/releaseName").unwrap_or_else(|| match &target_namespace {
+        Some(ns) => format!("{ns}-{}", r.name),
+        None => r.name.clone(),
+    });
     AppSource {
         path,
-        namespace: s(&r.body, "/spec/targetNamespace").or_else(|| r.namespace.clone()),
-        release: s(&r.body, "/spec/releaseName").or_else(|| Some(r.name.clone())),
+        namespace: target_namespace.or_else(|| r.namespace.clone()),
+        release: Some(release),
         values,
         inline_values,
         kustomize: KustomizeOptions::default(),

@@ -205,23 +205,72 @@ fn argo_sources(spec: &Json) -> Vec<(Vec<Json>, &Json)> {
     }
 }
 
+/// A Flux GitRepository of this repository at a revision that need not be the one
+/// under check: a tag, semver range, commit or ref name, or a branch other than the
+/// checked one (when that is known). None: it follows the revision under check.
+fn other_revision(r: &Resource, branches: &[String]) -> Option<String> {
+    for (key, what) in [
+        ("commit", "commit"),
+        ("tag", "tag"),
+        ("semver", "the newest tag in semver range"),
+        ("name", "ref"),
+    ] {
+        if let Some(v) = s(&r.body, &format!("/spec/ref/{key}")) {
+            return Some(format!("{what} {v}"));
+        }
+    }
+    let branch = s(&r.body, "/spec/ref/branch")?;
+    (!branches.is_empty() && !branches.contains(&branch)).then(|| {
+        format!(
+            "branch {branch}, while the revision under check is of {}",
+            branches.join(", ")
+        )
+    })
+}
+
+/// Why a Flux source that is not a GitRepository of this checkout is not checked.
+fn flux_source_elsewhere(kind: &str, source: &str) -> String {
+    match kind {
+        "ExternalArtifact" => format!("its source is ExternalArtifact {source}: an artifact a Flux ArtifactGenerator assembles from other sources (Flux 2.7), not this repository's files as they are"),
+        "" => format!("its source {source} names no kind"),
+        _ => format!("its source is {kind} {source}, not a GitRepository of this repository"),
+    }
+}
+
 pub fn app_sources(
     resources: &[Resource],
     repo_urls: &BTreeSet<String>,
+    branches: &[String],
     repo: &dyn RepoLookup,
 ) -> (Vec<AppSource>, Vec<ExternalSource>) {
     let mut out = Vec::new();
     let mut external = Vec::new();
     let same_repo = |url: &str| repo_urls.contains(&normalize_repo_url(url));
-    // Flux GitRepository objects that point at this repository, by namespace/name.
-    let flux_repos: BTreeSet<String> = resources
+    // Flux GitRepository objects that point at this repository, by namespace/name,
+    // with the other revision they follow, if they do.
+    let flux_repos: BTreeMap<String, Option<String>> = resources
         .iter()
         .filter(|r| {
             r.kind == "GitRepository" && r.api_version.starts_with("source.toolkit.fluxcd.io/")
         })
         .filter(|r| s(&r.body, "/spec/url").is_some_and(|u| same_repo(&u)))
-        .map(|r| format!("{}/{}", r.namespace.clone().unwrap_or_default(), r.name))
+        .map(|r| {
+            (
+                format!("{}/{}", r.namespace.clone().unwrap_or_default(), r.name),
+                other_revision(r, branches),
+            )
+        })
         .collect();
+    // Why a GitRepository source is not the revision under check; None when it is
+    // (one of this repository, or `flux-system`, the repository Flux bootstraps from).
+    let not_this_checkout = |source: &str| -> Option<String> {
+        match flux_repos.get(source) {
+            Some(None) => None,
+            Some(Some(other)) => Some(format!("its source GitRepository {source} follows {other} of this repository, not the revision under check")),
+            None if source.ends_with("/flux-system") => None,
+            None => Some(format!("its source GitRepository {source} is not a GitRepository of this repository")),
+        }
+    };
     let ctx = Argo {
         same_repo: &same_repo,
         repo,
@@ -269,14 +318,17 @@ pub fn app_sources(
             }
             (api, "Kustomization") if api.starts_with("kustomize.toolkit.fluxcd.io/") => {
                 let source = flux_source(r, "/spec/sourceRef");
-                if !flux_repos.contains(&source) && !source.ends_with("/flux-system") {
+                let kind = s(&r.body, "/spec/sourceRef/kind").unwrap_or_default();
+                let elsewhere = match kind.as_str() {
+                    "GitRepository" => not_this_checkout(&source),
+                    _ => Some(flux_source_elsewhere(&kind, &source)),
+                };
+                if let Some(what) = elsewhere {
                     external.push(ExternalSource {
                         resource: r.id.clone(),
                         file: r.file.clone(),
                         line: r.line_of(&[k("spec"), k("sourceRef")]),
-                        what: format!(
-                            "its source {source} is not a GitRepository of this repository"
-                        ),
+                        what,
                     });
                     continue;
                 }
@@ -284,29 +336,33 @@ pub fn app_sources(
             }
             (api, "HelmRelease") if api.starts_with("helm.toolkit.fluxcd.io/") => {
                 if let Some(kind) = s(&r.body, "/spec/chartRef/kind") {
+                    let source = flux_source(r, "/spec/chartRef");
                     external.push(ExternalSource {
                         resource: r.id.clone(),
                         file: r.file.clone(),
                         line: r.line_of(&[k("spec"), k("chartRef")]),
-                        what: format!(
-                            "its chart comes from {kind} {} (spec.chartRef), not from a GitRepository of this repository",
-                            flux_source(r, "/spec/chartRef")
-                        ),
+                        what: match kind.as_str() {
+                            "ExternalArtifact" => format!("{} (spec.chartRef)", flux_source_elsewhere(&kind, &source)),
+                            _ => format!("its chart comes from {kind} {source} (spec.chartRef), not from a GitRepository of this repository"),
+                        },
                     });
                     continue;
                 }
                 let kind = s(&r.body, "/spec/chart/spec/sourceRef/kind").unwrap_or_default();
                 let source = flux_source(r, "/spec/chart/spec/sourceRef");
-                if kind != "GitRepository"
-                    || (!flux_repos.contains(&source) && !source.ends_with("/flux-system"))
-                {
+                let elsewhere = match kind.as_str() {
+                    "GitRepository" => not_this_checkout(&source),
+                    "ExternalArtifact" => Some(flux_source_elsewhere(&kind, &source)),
+                    _ => Some(format!(
+                        "its chart comes from {kind} {source}, not from this repository"
+                    )),
+                };
+                if let Some(what) = elsewhere {
                     external.push(ExternalSource {
                         resource: r.id.clone(),
                         file: r.file.clone(),
                         line: r.line_of(&[k("spec"), k("chart")]),
-                        what: format!(
-                            "its chart comes from {kind} {source}, not from this repository"
-                        ),
+                        what,
                     });
                     continue;
                 }
@@ -355,4 +411,43 @@ fn components(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{load, Limits, SourceFile};
+
+    fn git_repository(reference: &str) -> Resource {
+        let text = format!("apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  url: https://github.com/acme/fleet\n  ref:\n{reference}");
+        let loaded = load(
+            &[SourceFile {
+                path: "clusters/prod/flux-system/gotk-sync.yaml".into(),
+                bytes: text.into_bytes(),
+            }],
+            &Limits::default(),
+        );
+        loaded.resources.into_iter().next().expect("one object")
+    }
+
+    #[test]
+    fn a_git_repository_on_another_branch_or_a_fixed_revision_is_not_this_checkout() {
+        let main = vec!["main".to_string()];
+        let on_main = git_repository("    branch: main\n");
+        assert_eq!(other_revision(&on_main, &main), None);
+        // Which branch a local run stands for is unknown: assumed this checkout.
+        assert_eq!(other_revision(&on_main, &[]), None);
+        assert_eq!(
+            other_revision(&git_repository("    branch: staging\n"), &main).as_deref(),
+            Some("branch staging, while the revision under check is of main")
+        );
+        assert_eq!(
+            other_revision(&git_repository("    tag: v1.4.0\n"), &[]).as_deref(),
+            Some("tag v1.4.0")
+        );
+        assert_eq!(
+            other_revision(&git_repository("    semver: \">=1.0.0\"\n"), &main).as_deref(),
+            Some("the newest tag in semver range >=1.0.0")
+        );
+    }
 }
