@@ -131,6 +131,10 @@ pub struct Finding {
     /// is about, the file of one copy of a duplicated object.
     #[serde(skip)]
     pub occurrence: Option<String>,
+    /// The cluster the finding is about, in a repository that deploys to several
+    /// (see `render::clusters`); None where it names one cluster or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 impl Finding {
@@ -151,6 +155,10 @@ impl Finding {
         };
         let subject = match &self.occurrence {
             Some(which) => format!("{subject} ({which})"),
+            None => subject,
+        };
+        let subject = match &self.cluster {
+            Some(cluster) => format!("{cluster}: {subject}"),
             None => subject,
         };
         let path = serde_json::to_string(&self.path).unwrap_or_default();

@@ -145,5 +145,6 @@ pub(super) fn to_finding(
         },
         unchecked: false,
         occurrence: None,
+        cluster: None,
     }))
 }

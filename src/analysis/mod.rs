@@ -7,22 +7,24 @@ use crate::finding::{sort_findings, FailOn, Finding, Severity, Status};
 use crate::manifest::{self, input_finding, Limits, Resource, SourceFile};
 use crate::model::{self, coverage, Model};
 use crate::policy::{self, Policies, PolicyLimits, PolicySource};
-use crate::report::{CoverageReport, Report, RootOutcome, Summary, Verdict};
+use crate::report::{
+    ClusterCoverage, CoverageReport, Report, RevisionSummary, RootOutcome, Summary, Verdict,
+};
 use crate::workspace::Tree;
 use anyhow::Result;
 use chrono::NaiveDate;
 use std::collections::HashMap;
 
+mod clusters;
 mod diff;
 mod evaluate;
 mod exceptions;
+mod judge;
 mod limits;
 mod roots;
 
-use crate::policy::input::policy_value;
 use crate::render::{is_manifest, RenderedRevision};
-use diff::diff;
-use evaluate::{evaluate_revision, Evaluated};
+use judge::{Judge, Judged, Side};
 use exceptions::apply_exceptions;
 use limits::{limits_above_ceiling, policy_limits};
 use roots::{render_note, root_outcomes, touched_failures};
@@ -242,86 +244,91 @@ pub fn analyze(
             base_model = None;
         }
     }
+    // Several clusters are several meshes, judged one by one; one is told as before.
+    let meshes = clusters::meshes(&head_parsed, base_parsed.as_ref());
+    if meshes.is_empty() {
+        clusters::forget(&mut head_parsed);
+        if let Some(b) = base_parsed.as_mut() {
+            clusters::forget(b);
+        }
+    }
     let roots = root_outcomes(&head_parsed);
     if let Some(note) = render_note(&roots, opts.changed_paths.is_some()) {
         notes.push(note);
     }
     let fail_closed = touched_failures(&head_parsed);
-    let head_labels = head_parsed.namespace_labels;
-    let head_parsed = head_parsed.loaded;
-    let base_loaded = base_parsed.map(|p| {
-        let model = base_model.flatten().unwrap_or_else(|| {
-            model::build_with(&p.loaded.resources, &config.mesh, None, &p.namespace_labels)
-        });
-        (p.loaded, model)
-    });
-    let base_model = base_loaded.as_ref().map(|(_, m)| m);
-    // Base's model is in both policy inputs (head's `base`, base's `model` and `base`):
-    // converted once and shared, as it is one of the largest parts of either.
-    let (head_model, base_value) = rayon::join(
-        || {
-            model::build_with(
-                &head_parsed.resources,
-                &config.mesh,
-                base_model,
-                &head_labels,
-            )
-        },
-        || base_model.map(policy_value),
-    );
-    let evidence = match &opts.evidence {
-        Some(e) => Some(e.clone()),
-        None => gather_evidence(opts, &config, &head_model, base_model, &mut notes),
+    let judge = Judge {
+        opts,
+        config: &config,
+        policies: &policies,
+        limits: &policy_limits(&config, &opts.policy_limits),
     };
-    let random = (
-        base_loaded
-            .as_ref()
-            .map(|(l, _)| diff::random_names(&l.resources))
-            .unwrap_or_default(),
-        diff::random_names(&head_parsed.resources),
-    );
-    let head_loaded = (head_parsed, head_model);
-    tracing::debug!(
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "parsed and modelled"
-    );
-
-    let limits = policy_limits(&config, &opts.policy_limits);
-    let evaluate =
-        |loaded: (manifest::Loaded, Model), own: Option<&regorus::Value>, label: &str| {
-            evaluate_revision(
-                loaded,
-                own,
-                base_value.as_ref(),
-                label,
-                (&policies, &limits),
-                &config,
-                evidence.as_ref(),
+    let base_label = base.as_ref().map(|b| b.label.clone()).unwrap_or_default();
+    let side = |loaded, labels: &Vec<_>, model, label: &str| Side {
+        loaded,
+        labels: labels.clone(),
+        model,
+        label: label.to_string(),
+    };
+    let judged: Vec<(Option<std::sync::Arc<str>>, Judged)> = if meshes.is_empty() {
+        let head_side = side(
+            head_parsed.loaded,
+            &head_parsed.namespace_labels,
+            None,
+            &head.label,
+        );
+        let base_side = base_parsed.map(|p| {
+            side(
+                p.loaded,
+                &p.namespace_labels,
+                base_model.flatten(),
+                &base_label,
             )
-        };
-    let (head_eval, base_eval) = rayon::join(
-        || evaluate(head_loaded, None, &head.label),
-        || {
-            // Base is judged against itself: nothing in it is "introduced".
-            base_loaded.map(|loaded| {
-                evaluate(
-                    loaded,
-                    base_value.as_ref(),
-                    &base.as_ref().map(|b| b.label.clone()).unwrap_or_default(),
-                )
+        });
+        vec![(None, judge.judge(head_side, base_side, None))]
+    } else {
+        let heads = clusters::split(head_parsed.loaded, &meshes);
+        let mut bases = base_parsed
+            .map(|p| {
+                let labels = p.namespace_labels;
+                clusters::split(p.loaded, &meshes)
+                    .into_iter()
+                    .map(move |l| (l, labels.clone()))
+                    .collect::<Vec<_>>()
             })
-        },
-    );
-    drop(base_value);
-
+            .map(Vec::into_iter);
+        let head_labels = head_parsed.namespace_labels;
+        meshes
+            .iter()
+            .zip(heads)
+            .map(|(cluster, h)| {
+                let b = bases
+                    .as_mut()
+                    .and_then(Iterator::next)
+                    .map(|(l, labels)| side(l, &labels, None, &base_label));
+                let judged = judge.judge(
+                    side(h, &head_labels, None, &head.label),
+                    b,
+                    cluster.as_deref(),
+                );
+                (cluster.clone(), judged)
+            })
+            .collect()
+    };
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "evaluated"
     );
-    let mut findings = match &base_eval {
-        Some(b) => diff((&b.findings, &random.0), (&head_eval.findings, &random.1)),
-        None => head_eval.findings.clone(),
-    };
+    let mut findings: Vec<Finding> = Vec::new();
+    for (_, j) in &judged {
+        for note in &j.notes {
+            if !notes.contains(note) {
+                notes.push(note.clone());
+            }
+        }
+        findings.extend(j.findings.iter().cloned());
+    }
+    let evidence = merged_evidence(judged.iter().filter_map(|(_, j)| j.evidence.as_ref()));
     for p in &policies.problems {
         findings.push(input_finding(
             "policy/error",
@@ -365,6 +372,10 @@ pub fn analyze(
     }
     let suppressed = apply_exceptions(&mut findings, &config, opts.today);
     sort_findings(&mut findings);
+    let head_summary = added_up(judged.iter().map(|(_, j)| &j.head.summary));
+    let base_summary = base
+        .as_ref()
+        .map(|_| added_up(judged.iter().filter_map(|(_, j)| j.base.as_ref().map(|b| &b.summary))));
 
     tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "diffed");
     let fail_on = opts.fail_on.or(config.fail_on).unwrap_or(FailOn::Error);
@@ -409,18 +420,80 @@ pub fn analyze(
         infos: live(Severity::Info),
         suppressed: suppressed.len(),
         policies: policies.count,
-        head: head_eval.summary.clone(),
-        base: base_eval.as_ref().map(|b| b.summary.clone()),
-        nothing_to_check: nothing_to_check(&head_eval, base_eval.as_ref(), &roots, &findings),
+        head: head_summary.clone(),
+        base: base_summary.clone(),
+        nothing_to_check: nothing_to_check(&head_summary, base_summary.as_ref(), &roots, &findings),
         notes,
         roots,
+        clusters: meshes.iter().flatten().map(|m| m.to_string()).collect(),
     };
-    let changes = base_eval
-        .as_ref()
-        .map(|b| crate::changes::of(&b.model, &head_eval.model, &config.mesh));
-    let changed = match &base_eval {
-        Some(b) => changed_resources(&b.resources, &head_eval.resources),
-        None => Default::default(),
+    // Each mesh's coverage, changes and models; several side by side.
+    let mut parts = Vec::new();
+    for (cluster, j) in judged {
+        // What no cluster claims is shown as a mesh of its own only when it holds
+        // more than the controllers' app objects.
+        if cluster.is_none()
+            && !meshes.is_empty()
+            && j.head.resources.iter().all(clusters::controller_object)
+        {
+            continue;
+        }
+        let name = clusters::name(cluster.as_deref());
+        let coverage = ClusterCoverage {
+            cluster: name.clone(),
+            base: j.base.as_ref().map(|b| coverage::of(&b.model)),
+            head: coverage::of(&j.head.model),
+        };
+        let changes = j
+            .base
+            .as_ref()
+            .map(|b| crate::changes::of(&b.model, &j.head.model, &config.mesh));
+        let models = crate::report::Models {
+            changed: match &j.base {
+                Some(b) => changed_resources(&b.resources, &j.head.resources),
+                None => Default::default(),
+            },
+            head_resources: j.head.resources.iter().map(|r| r.id.clone()).collect(),
+            head: j.head.model,
+            base: j.base.map(|b| b.model),
+            clusters: Vec::new(),
+        };
+        parts.push((name, coverage, changes, models));
+    }
+    let (coverage, changes, models) = if meshes.is_empty() {
+        let (_, c, changes, models) = parts.pop().expect("one mesh is judged");
+        let coverage = CoverageReport {
+            base: c.base,
+            head: c.head,
+            clusters: Vec::new(),
+        };
+        (coverage, changes, models)
+    } else {
+        let covered: Vec<ClusterCoverage> = parts.iter().map(|p| p.1.clone()).collect();
+        let coverage = CoverageReport {
+            base: base.as_ref().map(|_| {
+                clusters::whole_coverage(
+                    covered
+                        .iter()
+                        .filter_map(|c| c.base.as_ref().map(|b| (c.cluster.as_str(), b))),
+                )
+            }),
+            head: clusters::whole_coverage(covered.iter().map(|c| (c.cluster.as_str(), &c.head))),
+            clusters: covered,
+        };
+        let changes = base.as_ref().map(|_| {
+            clusters::whole_changes(
+                parts
+                    .iter_mut()
+                    .filter_map(|p| p.2.take().map(|c| (p.0.clone(), c)))
+                    .collect(),
+            )
+        });
+        let models = crate::report::Models {
+            clusters: parts.into_iter().map(|p| (p.0, p.3)).collect(),
+            ..Default::default()
+        };
+        (coverage, changes, models)
     };
     Ok(Report {
         repo_prefix: String::new(),
@@ -428,38 +501,62 @@ pub fn analyze(
         findings,
         suppressed,
         evidence,
-        coverage: CoverageReport {
-            base: base_eval.as_ref().map(|b| coverage::of(&b.model)),
-            head: coverage::of(&head_eval.model),
-        },
+        coverage,
         changes,
         summary,
-        models: crate::report::Models {
-            head: head_eval.model,
-            base: base_eval.map(|b| b.model),
-            head_resources: head_eval.resources.iter().map(|r| r.id.clone()).collect(),
-            changed,
-        },
+        models,
     })
 }
 
 /// Why nothing was checked, when neither revision holds a Kubernetes object, a
 /// render root or anything meshward has to say about its files.
 fn nothing_to_check(
-    head: &Evaluated,
-    base: Option<&Evaluated>,
+    head: &RevisionSummary,
+    base: Option<&RevisionSummary>,
     roots: &[RootOutcome],
     findings: &[Finding],
 ) -> Option<String> {
-    let empty = |e: &Evaluated| e.resources.is_empty();
+    let empty = |e: &RevisionSummary| e.resources == 0;
     if !(empty(head) && base.is_none_or(empty) && roots.is_empty() && findings.is_empty()) {
         return None;
     }
-    let h = &head.summary;
+    let h = head;
     Some(format!(
         "nothing to check: no Kubernetes objects and no render roots (kustomize, Helm, Argo CD or Flux apps) were found ({} YAML files read as manifests, {} documents in them that are not cluster objects, {} dot-files and CI configs not read). Point meshward at the folder that holds the manifests, or select them with paths.include in .meshward.yaml.",
         h.files, h.skipped_documents, h.files_not_read
     ))
+}
+
+/// One revision's summary over its meshes: the first names the revision and holds
+/// its file counts, every one its objects.
+fn added_up<'a>(mut parts: impl Iterator<Item = &'a RevisionSummary>) -> RevisionSummary {
+    let mut out = parts.next().cloned().unwrap_or(RevisionSummary {
+        revision: String::new(),
+        files: 0,
+        resources: 0,
+        skipped_documents: 0,
+        files_not_read: 0,
+    });
+    for p in parts {
+        out.files += p.files;
+        out.resources += p.resources;
+        out.skipped_documents += p.skipped_documents;
+        out.files_not_read += p.files_not_read;
+    }
+    out
+}
+
+/// The evidence of every mesh in one. Numbers for a namespace of one name in two
+/// clusters come from the one Prometheus the repository names: the later wins.
+fn merged_evidence<'a>(mut parts: impl Iterator<Item = &'a Evidence>) -> Option<Evidence> {
+    let mut out = parts.next()?.clone();
+    for e in parts {
+        out.namespaces
+            .extend(e.namespaces.iter().map(|(k, v)| (k.clone(), v.clone())));
+        out.scopes
+            .extend(e.scopes.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    Some(out)
 }
 
 /// Asks Prometheus about the STRICT scopes head introduces over base, when a source

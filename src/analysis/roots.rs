@@ -66,6 +66,7 @@ pub(super) fn root_outcomes(p: &RenderedRevision) -> Vec<RootOutcome> {
             file: r.root.entry.clone(),
             line: r.root.entry_line,
             outcome: o.status,
+            cluster: r.cluster.as_deref().map(str::to_string),
             reason: o.problem.clone().or(o.why.map(str::to_string)),
             why: o.why.map(str::to_string),
         })
@@ -74,6 +75,7 @@ pub(super) fn root_outcomes(p: &RenderedRevision) -> Vec<RootOutcome> {
             file: r.entry.clone(),
             line: r.entry_line,
             outcome: RootStatus::Excluded,
+            cluster: None,
             reason: Some("render.exclude in .meshward.yaml".to_string()),
             why: None,
         }))

@@ -49,6 +49,10 @@ pub struct RepoConfig {
     /// What the service posts on pull requests.
     #[serde(default)]
     pub publish: PublishConfig,
+    /// The clusters the repository deploys to, where its layout does not say (or
+    /// says otherwise): each judged on its own.
+    #[serde(default)]
+    pub clusters: Vec<ClusterConfig>,
     /// Line of each exception in the file, for findings about them.
     #[serde(skip)]
     pub exception_lines: Vec<u32>,
@@ -82,6 +86,20 @@ pub struct RenderConfig {
     pub timeout_seconds: Option<u64>,
     #[serde(default)]
     pub max_output_bytes: Option<usize>,
+}
+
+/// `.meshward.yaml` `clusters:` entry: a cluster, the folders whose objects land on
+/// it and the API server URLs Argo CD Applications name it by.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub name: String,
+    /// Folders (relative to the repository) whose objects and app objects land on it.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Argo CD `destination.server` URLs and `destination.name`s that mean it.
+    #[serde(default)]
+    pub servers: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -243,6 +261,15 @@ impl RepoConfig {
                     format!("`render.exclude` glob {pattern:?} is invalid: {e}"),
                 )
             })?;
+        }
+        for (i, c) in config.clusters.iter().enumerate() {
+            let name = c.name.trim();
+            if name.is_empty() || name.len() > 100 || name.contains(['/', ':']) {
+                return Err(err(
+                    line_of(serde_json::json!(["clusters", i, "name"])),
+                    format!("`clusters[{i}].name` {:?} must be 1 to 100 characters without `/` or `:`", c.name),
+                ));
+            }
         }
         // The proxy defaults are quantities; a typo here would skew every cost figure.
         type Parse = fn(&str) -> Result<u64, String>;

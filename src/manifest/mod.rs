@@ -24,6 +24,8 @@ pub struct Resource {
     pub lines: Arc<lines::LineIndex>,
     /// For rendered objects: how fields map back to the files that produced them.
     pub origin: Option<Arc<dyn Origin>>,
+    /// The cluster it lands on, where the repository says (see `render::clusters`).
+    pub cluster: Option<Arc<str>>,
 }
 
 /// How the fields of an object that was produced from other files (a rendered
@@ -144,6 +146,7 @@ pub fn input_finding(
         subjects: Vec::new(),
         unchecked: false,
         occurrence: None,
+        cluster: None,
         rule: rule.to_string(),
         severity,
         status: Status::Existing,
@@ -169,10 +172,32 @@ pub fn load_with_namespace(
     limits: &Limits,
     namespace: Option<&str>,
 ) -> Loaded {
+    load_into(files, limits, namespace, &|_| None)
+}
+
+/// As [`load_with_namespace`], with the cluster each file's objects land on: the
+/// same object in two clusters is two objects, not a duplicate.
+pub fn load_into(
+    files: &[SourceFile],
+    limits: &Limits,
+    namespace: Option<&str>,
+    cluster_of: &(dyn Fn(&str) -> Option<Arc<str>> + Sync),
+) -> Loaded {
     use rayon::prelude::*;
     let per_file: Vec<Loaded> = files
         .par_iter()
-        .map(|f| load_file(f, limits, namespace))
+        .map(|f| {
+            let mut l = load_file(f, limits, namespace);
+            if let Some(cluster) = cluster_of(&f.path) {
+                for r in &mut l.resources {
+                    r.cluster = Some(cluster.clone());
+                }
+                for finding in &mut l.findings {
+                    finding.cluster = Some(cluster.to_string());
+                }
+            }
+            l
+        })
         .collect();
     let mut out = Loaded::default();
     for mut l in per_file {
@@ -341,6 +366,7 @@ fn collect_objects(node: Node, file: &str, default_namespace: &str, out: &mut Lo
         line: node.line,
         lines: Arc::new(lines::LineIndex::of(&node)),
         origin: None,
+        cluster: None,
     });
 }
 
@@ -425,13 +451,13 @@ pub fn is_tool_config(api_version: &str, kind: &str) -> bool {
 fn report_duplicates(out: &mut Loaded) {
     // The API server keys objects by group too: crossplane's ProviderConfig/default of
     // two providers are two objects.
-    let mut copies: std::collections::HashMap<(&str, &str), Vec<&Resource>> =
+    let mut copies: std::collections::HashMap<(Option<&str>, &str, &str), Vec<&Resource>> =
         std::collections::HashMap::new();
     // Each object with only a generateName is created anew under a name of its own:
     // two of them with one prefix are two objects, not a conflict.
     for r in out.resources.iter().filter(|r| !has_generated_name(r)) {
         copies
-            .entry((api_group(&r.api_version), r.id.as_str()))
+            .entry((r.cluster.as_deref(), api_group(&r.api_version), r.id.as_str()))
             .or_default()
             .push(r);
     }
@@ -459,6 +485,7 @@ fn report_duplicates(out: &mut Loaded) {
             );
             f.resource = Some(r.reference());
             f.occurrence = Some(r.file.clone());
+            f.cluster = r.cluster.as_deref().map(str::to_string);
             dups.push(f);
         }
     }

@@ -34,11 +34,18 @@ pub fn key(path: &str, rule: &str, subject: &str) -> String {
     hex::encode(&digest[..10])
 }
 
+/// What a finding is about; on which cluster, in a repository with several (a
+/// shared file is one comment per cluster it breaks).
 fn subject(f: &Finding) -> String {
-    f.resource
+    let what = f
+        .resource
         .as_ref()
         .map(|r| r.id())
-        .unwrap_or_else(|| f.file.clone())
+        .unwrap_or_else(|| f.file.clone());
+    match &f.cluster {
+        Some(c) => format!("{what} on cluster {c}"),
+        None => what,
+    }
 }
 
 fn key_of(f: &Finding) -> String {

@@ -28,6 +28,8 @@ impl Counts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Touched {
     pub resource: String,
+    /// In a repository with several clusters, the one it is on.
+    pub cluster: Option<String>,
     /// `spec.workloadSelector.labels`, or empty for a namespace- or mesh-wide policy.
     pub field: String,
     /// `app=reports`, or the scope (`namespace`, `mesh`).
@@ -39,9 +41,18 @@ pub struct Touched {
     pub base: Option<Counts>,
 }
 
-/// The selectors of head the change touches, in model order.
+/// The selectors of head the change touches, in model order (cluster by cluster,
+/// in a repository with several).
 pub fn touched(report: &Report) -> Vec<Touched> {
-    let models = &report.models;
+    report
+        .models
+        .meshes()
+        .into_iter()
+        .flat_map(|(cluster, models)| touched_in(cluster, models))
+        .collect()
+}
+
+fn touched_in(cluster: Option<&str>, models: &crate::report::Models) -> Vec<Touched> {
     let Some(base) = models.base.as_ref() else {
         return Vec::new();
     };
@@ -61,6 +72,7 @@ pub fn touched(report: &Report) -> Vec<Touched> {
             }
             Some(Touched {
                 resource: s.resource.clone(),
+                cluster: cluster.map(str::to_string),
                 field: s.path.join("."),
                 selects_by: match &s.labels {
                     Some(l) => l
@@ -137,7 +149,12 @@ pub fn section(report: &Report) -> String {
         } else {
             format!("`{}`: `{}`", t.field, cell(&t.selects_by))
         };
-        let _ = writeln!(out, "| `{}` | {by} | {now} | {before} |", cell(&t.resource));
+        let on = t
+            .cluster
+            .as_ref()
+            .map(|c| format!(" on cluster `{}`", cell(c)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "| `{}`{on} | {by} | {now} | {before} |", cell(&t.resource));
     }
     if rows.len() > MAX_ROWS {
         let _ = writeln!(out, "\n…and {} more.", rows.len() - MAX_ROWS);

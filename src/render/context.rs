@@ -194,6 +194,7 @@ mod tests {
         root.kind = kind;
         root.namespace = namespace.map(str::to_string);
         PlannedRoot {
+            cluster: None,
             root,
             dirs: BTreeSet::from([path.to_string()]),
             files: BTreeSet::new(),

@@ -70,6 +70,7 @@ pub(super) fn kustomize_root(dir: &str, view: &TreeView) -> Option<PlannedRoot> 
         view.read(p)
     });
     Some(PlannedRoot {
+        cluster: None,
         root: Root::kustomize(dir, &entry, 1),
         dirs: g.dirs,
         files: g.files,
@@ -113,6 +114,7 @@ pub(super) fn release_name(folder: &str) -> String {
 pub(super) fn helm_root(dir: &str) -> PlannedRoot {
     let entry = join(dir, "Chart.yaml").unwrap_or_default();
     PlannedRoot {
+        cluster: None,
         root: Root {
             kind: RootKind::Helm,
             path: dir.to_string(),
@@ -256,6 +258,7 @@ fn flux_generated(tree: &Tree, view: &TreeView) -> Vec<PlannedRoot> {
         out.insert(
             path.clone(),
             PlannedRoot {
+                cluster: None,
                 root: Root {
                     generated: Some(resources),
                     ..Root::kustomize(&path, &r.file, line)

@@ -10,6 +10,7 @@
 //! runs those stages over one revision: the entry the pipeline calls.
 
 pub mod apps;
+mod clusters;
 pub mod context;
 mod discovery;
 pub mod helm;
@@ -29,7 +30,7 @@ pub use crate::child::memory_limit;
 pub use apps::AppNamespaceLabels;
 pub use discovery::{discover, Discovery};
 pub use planned::{DirectoryRoot, PlannedRoot};
-pub use planning::{plan, Plan};
+pub use planning::Plan;
 pub use problem::Problem;
 pub use revision::RootStatus;
 pub(crate) use revision::{

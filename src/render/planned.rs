@@ -17,6 +17,8 @@ pub struct PlannedRoot {
     pub problems: Vec<Problem>,
     /// Said with its render: settings not applied, optional inputs left out.
     pub notes: Vec<Problem>,
+    /// The cluster what it deploys lands on, where the repository says.
+    pub cluster: Option<std::sync::Arc<str>>,
 }
 
 impl PlannedRoot {
@@ -41,6 +43,8 @@ pub struct DirectoryRoot {
     /// the folder (`*` also matches `/`, as in Argo CD).
     pub include: Option<globset::GlobMatcher>,
     pub exclude: Option<globset::GlobMatcher>,
+    /// The cluster its objects land on, where the repository says.
+    pub cluster: Option<std::sync::Arc<str>>,
 }
 
 impl DirectoryRoot {

@@ -2,6 +2,7 @@
 //! point at roots and the roots `.meshward.yaml` names or excludes.
 
 use super::apps::{self as roots, AppNamespaceLabels};
+use super::clusters::Clusters;
 use super::discovery::{helm_root, kustomize_root, Discovery, TreeView};
 use super::kustomize;
 use super::planned::{DirectoryRoot, PlannedRoot};
@@ -24,17 +25,18 @@ pub struct Plan {
     pub namespace_labels: Vec<AppNamespaceLabels>,
 }
 
-pub fn plan(
+pub(crate) fn plan(
     tree: &Tree,
     discovery: &Discovery,
     resources: &[Resource],
     config: &RenderConfig,
     repo_urls: &BTreeSet<String>,
     branches: &[String],
+    clusters: &Clusters,
 ) -> Plan {
     let view = TreeView::new(tree);
     let mut findings = Vec::new();
-    let (apps, external) = roots::app_sources(resources, repo_urls, branches, &view);
+    let (apps, external) = roots::app_sources(resources, repo_urls, branches, &view, clusters);
     for e in external {
         let mut f = input_finding(
             "render/external-source",
@@ -44,6 +46,7 @@ pub fn plan(
             format!("{} was not rendered: {}.", e.resource, e.what),
         );
         f.occurrence = Some(e.resource.clone());
+        f.cluster = e.cluster.as_deref().map(str::to_string);
         findings.push(f);
     }
     let mut planned: Vec<PlannedRoot> = discovery
@@ -53,6 +56,10 @@ pub fn plan(
         .cloned()
         .collect();
     planned.extend(discovery.helm.iter().cloned());
+    // A root no app object deploys lands where its folder says.
+    for p in &mut planned {
+        p.cluster = clusters.of_path(&p.root.path);
+    }
     let mut directories = Vec::new();
     let mut app_roots = Vec::new();
     for app in apps {
@@ -73,6 +80,7 @@ pub fn plan(
                 format!("{}: {}", app.defined_by, p.message),
             );
             f.occurrence = Some(app.defined_by.clone());
+            f.cluster = app.cluster.as_deref().map(str::to_string);
             f
         };
         match template {
@@ -101,6 +109,7 @@ pub fn plan(
                 r.root.entry = app.file.clone();
                 r.root.entry_line = app.line;
                 r.app_file = Some(app.file.clone());
+                r.cluster = app.cluster.clone();
                 app_roots.push(r);
             }
             None if view.is_dir(&app.path) => {
@@ -132,6 +141,7 @@ pub fn plan(
                         recurse: app.directory.recurse,
                         include,
                         exclude,
+                        cluster: app.cluster.clone(),
                     }),
                     (Err(e), _) | (_, Err(e)) => findings.push(input_finding(
                         "render/failed",

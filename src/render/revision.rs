@@ -3,6 +3,7 @@
 //! The one entry the pipeline calls: [`revision`], then for a change [`context`].
 
 use super::apps::{is_app_object, AppNamespaceLabels};
+use super::clusters::Clusters;
 use super::discovery::discover;
 use super::planned::PlannedRoot;
 use super::planning::plan;
@@ -185,7 +186,10 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
         .filter(|f| is_manifest(f, config) && !discovery.is_input(&f.path))
         .cloned()
         .collect();
-    let mut loaded = manifest::load(&files, settings.manifest_limits);
+    let clusters = Clusters::of(tree, config);
+    let mut loaded = manifest::load_into(&files, settings.manifest_limits, None, &|p| {
+        clusters.of_path(p)
+    });
     // Count every manifest read, render inputs included.
     loaded.files = tree.files.iter().filter(|f| is_manifest(f, config)).count();
     loaded.files_not_read = not_read_as_manifests(tree, config);
@@ -217,6 +221,7 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
             &config.render,
             &repo_urls,
             settings.branches,
+            &clusters,
         );
         let todo: Vec<(&PlannedRoot, &'static str)> = plan
             .roots
@@ -236,15 +241,21 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
             .flat_map(|(_, out, _)| out.resources.iter().filter(|o| is_app_object(o)))
             .cloned()
             .collect();
-        let ids =
-            |rs: &[Resource]| -> BTreeSet<String> { rs.iter().map(|r| r.id.clone()).collect() };
+        // One app object on two clusters is followed on each.
+        let ids = |rs: &[Resource]| -> BTreeSet<(String, Option<std::sync::Arc<str>>)> {
+            rs.iter().map(|r| (r.id.clone(), r.cluster.clone())).collect()
+        };
         if ids(&found) == ids(&app_objects) {
             break plan;
         }
         if depth == MAX_APP_DEPTH {
             if let Some(r) = found
                 .iter()
-                .find(|r| !app_objects.iter().any(|a| a.id == r.id))
+                .find(|r| {
+                    !app_objects
+                        .iter()
+                        .any(|a| a.id == r.id && a.cluster == r.cluster)
+                })
             {
                 plan.findings.push(input_finding(
                     "render/failed",
@@ -285,7 +296,7 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
     let applied: Vec<_> = plan
         .directories
         .iter()
-        .filter(|d| d.namespace != "default")
+        .filter(|d| d.namespace != "default" || d.cluster.is_some())
         .filter_map(|d| {
             let under: Vec<SourceFile> = files
                 .iter()
@@ -298,7 +309,7 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
     let in_folders_with_default: Vec<_> = plan
         .directories
         .iter()
-        .filter(|d| d.namespace == "default")
+        .filter(|d| d.namespace == "default" && d.cluster.is_none())
         .collect();
     let held = |file: &str| applied.iter().any(|(d, _)| d.holds(file));
     let kept_as_plain = |file: &str| in_folders_with_default.iter().any(|d| d.holds(file));
@@ -309,8 +320,9 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
         .findings
         .retain(|f| !held(&f.file) || kept_as_plain(&f.file));
     for (d, under) in &applied {
-        let again =
-            manifest::load_with_namespace(under, settings.manifest_limits, Some(&d.namespace));
+        let again = manifest::load_into(under, settings.manifest_limits, Some(&d.namespace), &|p| {
+            d.cluster.clone().or_else(|| clusters.of_path(p))
+        });
         loaded.resources.extend(again.resources);
         // A broken file is said once, however many apps apply it.
         for f in again.findings {
@@ -421,18 +433,21 @@ fn render_roots(
         Err(why) => {
             return roots
                 .iter()
-                .map(|r| Rendered {
-                    resources: Vec::new(),
-                    findings: vec![of_root(
-                        input_finding(
-                            "render/failed",
-                            Severity::Error,
-                            &r.root.entry,
-                            r.root.entry_line,
-                            format!("{} was not rendered: {why}", r.root.label()),
-                        ),
-                        r,
-                    )],
+                .map(|r| {
+                    let out = Rendered {
+                        resources: Vec::new(),
+                        findings: vec![of_root(
+                            input_finding(
+                                "render/failed",
+                                Severity::Error,
+                                &r.root.entry,
+                                r.root.entry_line,
+                                format!("{} was not rendered: {why}", r.root.label()),
+                            ),
+                            r,
+                        )],
+                    };
+                    on_cluster(out, r)
                 })
                 .collect();
         }
@@ -440,11 +455,27 @@ fn render_roots(
     let read = |p: &str| std::fs::read_to_string(repo_dir.join(p)).ok();
     roots
         .par_iter()
-        .map(|r| match oversized_input(tree, r) {
-            Some(refused) => refused,
-            None => render_root(r, &repo_dir, settings.tools, &settings.limits, &read),
+        .map(|r| {
+            let out = match oversized_input(tree, r) {
+                Some(refused) => refused,
+                None => render_root(r, &repo_dir, settings.tools, &settings.limits, &read),
+            };
+            on_cluster(out, r)
         })
         .collect()
+}
+
+/// What a root deploys lands on its cluster; so do the findings about it.
+fn on_cluster(mut out: Rendered, root: &PlannedRoot) -> Rendered {
+    if let Some(cluster) = &root.cluster {
+        for r in &mut out.resources {
+            r.cluster = Some(cluster.clone());
+        }
+        for f in &mut out.findings {
+            f.cluster = Some(cluster.to_string());
+        }
+    }
+    out
 }
 
 /// A finding about one root, told apart from other roots' by it.

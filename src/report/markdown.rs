@@ -66,7 +66,34 @@ fn cell(s: &str) -> String {
     super::visible(&s.replace('\n', " ")).replace('|', "\\|")
 }
 
+/// Findings in a table; in a repository with several clusters, one table per
+/// cluster under its name, what no cluster claims last.
 fn table(out: &mut String, findings: &[&Finding], links: &Links) {
+    if findings.iter().all(|f| f.cluster.is_none()) {
+        rows(out, findings, links);
+        return;
+    }
+    let mut clusters: Vec<Option<&str>> = findings.iter().map(|f| f.cluster.as_deref()).collect();
+    clusters.sort_by_key(|c| (c.is_none(), *c));
+    clusters.dedup();
+    for (i, cluster) in clusters.into_iter().enumerate() {
+        let of: Vec<&Finding> = findings
+            .iter()
+            .filter(|f| f.cluster.as_deref() == cluster)
+            .copied()
+            .collect();
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = match cluster {
+            Some(c) => writeln!(out, "**Cluster {}** ({})\n", code(c), of.len()),
+            None => writeln!(out, "**On no named cluster** ({})\n", of.len()),
+        };
+        rows(out, &of, links);
+    }
+}
+
+fn rows(out: &mut String, findings: &[&Finding], links: &Links) {
     let _ = writeln!(out, "| Severity | Rule | Where | What happens |");
     let _ = writeln!(out, "|---|---|---|---|");
     for f in findings {
@@ -174,9 +201,14 @@ pub fn render(report: &Report, links: &Links) -> String {
             resolved.len()
         );
         for f in &resolved {
+            let cluster = f
+                .cluster
+                .as_ref()
+                .map(|c| format!("cluster {}, ", code(c)))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "- {} {}: {}",
+                "- {cluster}{} {}: {}",
                 code(&f.rule),
                 cell(
                     &f.resource
@@ -232,9 +264,14 @@ fn roots_section(out: &mut String, roots: &[super::RootOutcome]) {
             .as_deref()
             .map(|w| format!(": {}", cell(w)))
             .unwrap_or_default();
+        let cluster = r
+            .cluster
+            .as_ref()
+            .map(|c| format!(" on cluster {}", code(c)))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "| {} | {} | {}{reason} |",
+            "| {}{cluster} | {} | {}{reason} |",
             cell(&r.root),
             code(&format!("{}:{}", r.file, r.line)),
             r.outcome.as_str()
@@ -301,6 +338,13 @@ fn coverage_table(out: &mut String, report: &Report) {
         ),
     ];
     let _ = writeln!(out, "### Mesh coverage\n");
+    if !report.coverage.clusters.is_empty() {
+        let _ = writeln!(
+            out,
+            "Added up over the {} clusters this repository deploys to; each is judged on its own (table below).\n",
+            report.coverage.clusters.len()
+        );
+    }
     match base {
         Some(_) => {
             // The delta first, in words: what a reviewer wants from the table.
@@ -329,6 +373,41 @@ fn coverage_table(out: &mut String, report: &Report) {
                 let _ = writeln!(out, "| {name} | {h} |");
             }
         }
+    }
+    out.push('\n');
+    clusters_coverage(out, &report.coverage.clusters);
+}
+
+/// Each cluster's coverage, in a repository with several: base → head where the
+/// change moves it.
+fn clusters_coverage(out: &mut String, clusters: &[super::ClusterCoverage]) {
+    if clusters.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| Cluster | Workloads with a proxy | Namespaces under STRICT | Selectors that select something | WorkloadEntries selected |\n|---|---|---|---|---|"
+    );
+    type Pick = fn(&crate::model::coverage::TotalCoverage) -> (usize, usize);
+    let columns: [Pick; 4] = [
+        |t| (t.workloads_with_proxy, t.workloads),
+        |t| (t.namespaces_strict, t.namespaces),
+        |t| (t.selectors_effective, t.selectors_effective + t.selectors_ineffective),
+        |t| (t.workload_entries_selected, t.workload_entries_total),
+    ];
+    for c in clusters {
+        let cells: Vec<String> = columns
+            .iter()
+            .map(|pick| {
+                let (n, of) = pick(&c.head.total);
+                let head = format!("{n}/{of}");
+                match c.base.as_ref().map(|b| pick(&b.total)) {
+                    Some((bn, bof)) if (bn, bof) != (n, of) => format!("{bn}/{bof} → **{head}**"),
+                    _ => head,
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "| {} | {} |", code(&c.cluster), cells.join(" | "));
     }
     out.push('\n');
 }

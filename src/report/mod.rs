@@ -49,6 +49,23 @@ pub struct Models {
     pub head_resources: Vec<String>,
     /// Ids of head resources the change adds or edits (empty without a base).
     pub changed: std::collections::BTreeSet<String>,
+    /// In a repository that deploys to several clusters, each cluster's models (the
+    /// fields above are then empty).
+    pub clusters: Vec<(String, Models)>,
+}
+
+impl Models {
+    /// Each mesh's models, with its cluster where there are several.
+    pub fn meshes(&self) -> Vec<(Option<&str>, &Models)> {
+        if self.clusters.is_empty() {
+            vec![(None, self)]
+        } else {
+            self.clusters
+                .iter()
+                .map(|(c, m)| (Some(c.as_str()), m))
+                .collect()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,6 +77,18 @@ pub struct Suppressed {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CoverageReport {
+    pub base: Option<Coverage>,
+    pub head: Coverage,
+    /// In a repository that deploys to several clusters, each cluster's coverage;
+    /// `base` and `head` then add them up (namespaces named `cluster/namespace`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterCoverage>,
+}
+
+/// One cluster's coverage.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterCoverage {
+    pub cluster: String,
     pub base: Option<Coverage>,
     pub head: Coverage,
 }
@@ -112,6 +141,10 @@ pub struct Summary {
     /// either revision: why nothing was checked (the CLI exits 2, the check is neutral).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nothing_to_check: Option<String>,
+    /// The clusters judged one by one, in a repository that deploys to several;
+    /// empty for one cluster (or none named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<String>,
 }
 
 /// A render root (kustomize, Helm, app object) and what became of it in this run.
@@ -123,6 +156,9 @@ pub struct RootOutcome {
     pub file: String,
     pub line: u32,
     pub outcome: RootStatus,
+    /// The cluster what it deploys lands on, in a repository with several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     /// Why it was rendered, or what went wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -45,15 +45,21 @@ pub fn render(report: &Report, color: bool) -> String {
             .map(|r| format!(" {}:", super::visible(&r.id())))
             .unwrap_or_default();
         let code = f.istio_code_suffix();
+        let cluster = f
+            .cluster
+            .as_ref()
+            .map(|c| format!(" [cluster {}]", super::visible(c)))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {}:{} {} {}{}{}{} {}",
+            "  {}:{} {} {}{}{}{}{} {}",
             super::visible(&f.file),
             f.line,
             sev,
             super::visible(&f.rule),
             code,
             status,
+            cluster,
             resource,
             super::visible(&f.message)
         );
@@ -95,19 +101,28 @@ pub fn render(report: &Report, color: bool) -> String {
         let _ = writeln!(out, "  base {}", rev(b));
     }
     let _ = writeln!(out, "  head {}", rev(&s.head));
-    let t = &report.coverage.head.total;
-    let _ = writeln!(
-        out,
-        "  coverage: {}/{} workloads with a proxy, {}/{} namespaces under STRICT, {}/{} selectors select something, {}/{} WorkloadEntries selected",
-        t.workloads_with_proxy,
-        t.workloads,
-        t.namespaces_strict,
-        t.namespaces,
-        t.selectors_effective,
-        t.selectors_effective + t.selectors_ineffective,
-        t.workload_entries_selected,
-        t.workload_entries_total
-    );
+    let coverage = |t: &crate::model::coverage::TotalCoverage| {
+        format!(
+            "{}/{} workloads with a proxy, {}/{} namespaces under STRICT, {}/{} selectors select something, {}/{} WorkloadEntries selected",
+            t.workloads_with_proxy,
+            t.workloads,
+            t.namespaces_strict,
+            t.namespaces,
+            t.selectors_effective,
+            t.selectors_effective + t.selectors_ineffective,
+            t.workload_entries_selected,
+            t.workload_entries_total
+        )
+    };
+    let _ = writeln!(out, "  coverage: {}", coverage(&report.coverage.head.total));
+    for c in &report.coverage.clusters {
+        let _ = writeln!(
+            out,
+            "    cluster {}: {}",
+            super::visible(&c.cluster),
+            coverage(&c.head.total)
+        );
+    }
     if let Some(c) = report.changes.as_ref().filter(|c| !c.is_empty()) {
         changes(&mut out, c);
     }
@@ -143,9 +158,14 @@ pub fn render(report: &Report, color: bool) -> String {
                 .as_deref()
                 .map(|w| format!(": {}", super::visible(w)))
                 .unwrap_or_default();
+            let cluster = r
+                .cluster
+                .as_ref()
+                .map(|c| format!(" on cluster {}", super::visible(c)))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "    {} ({}:{}): {}{reason}",
+                "    {}{cluster} ({}:{}): {}{reason}",
                 super::visible(&r.root),
                 super::visible(&r.file),
                 r.line,

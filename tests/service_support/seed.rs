@@ -104,6 +104,7 @@ fn finding(ns: &str, i: usize, status: Status) -> Finding {
         subjects: Vec::new(),
         unchecked: false,
         occurrence: None,
+        cluster: None,
         rule: "selector/matches-nothing".into(),
         severity: Severity::Error,
         status,

@@ -80,6 +80,7 @@ impl Argo<'_> {
             if !(self.same_repo)(url) || source.get("chart").is_some() {
                 external.push(ExternalSource {
                     resource: r.id.clone(),
+                    cluster: r.cluster.clone(),
                     file: r.file.clone(),
                     line: line_at(&[]),
                     what: format!("its source {url} is not this repository, so its objects are not checked here (add the URL to render.repo_urls in .meshward.yaml if it is this repository; otherwise check that repository with meshward too)"),
@@ -117,6 +118,7 @@ impl Argo<'_> {
                 );
             }
             out.push(AppSource {
+                cluster: None,
                 path: dir,
                 namespace: dest_ns.clone(),
                 release: helm

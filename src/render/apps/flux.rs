@@ -80,6 +80,7 @@ pub(super) fn flux_kustomization(r: &Resource, by: String, repo: &dyn RepoLookup
     }
     remote_cluster(&mut said, r, at(&["spec", "kubeConfig"]));
     AppSource {
+        cluster: None,
         path,
         namespace: s(&r.body, "/spec/targetNamespace"),
         release: None,
@@ -159,6 +160,7 @@ pub(super) fn flux_helm_release(r: &Resource, by: String, resources: &[Resource]
         None => r.name.clone(),
     });
     AppSource {
+        cluster: None,
         path,
         namespace: target_namespace.or_else(|| r.namespace.clone()),
         release: Some(release),

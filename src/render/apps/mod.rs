@@ -1,6 +1,7 @@
 //! App objects read as render roots: Argo CD Applications and ApplicationSets,
 //! Flux Kustomizations and HelmReleases.
 
+use super::clusters::Clusters;
 use super::problem::Problem;
 use super::roots::{
     is_remote, join, normalize_repo_url, HelmOptions, HelmParameter, InlinePatch, KustomizeOptions,
@@ -53,11 +54,15 @@ pub struct AppSource {
     pub problems: Vec<Problem>,
     /// Said with the render: settings meshward does not apply, values it left out.
     pub notes: Vec<Problem>,
+    /// The cluster it deploys to, where the repository says.
+    pub cluster: Option<std::sync::Arc<str>>,
 }
 
 /// App objects pointing somewhere meshward cannot render: another repository.
 pub struct ExternalSource {
     pub resource: String,
+    /// The cluster of the app object, where the repository says.
+    pub cluster: Option<std::sync::Arc<str>>,
     pub file: String,
     pub line: u32,
     pub what: String,
@@ -237,11 +242,12 @@ fn flux_source_elsewhere(kind: &str, source: &str) -> String {
     }
 }
 
-pub fn app_sources(
+pub(crate) fn app_sources(
     resources: &[Resource],
     repo_urls: &BTreeSet<String>,
     branches: &[String],
     repo: &dyn RepoLookup,
+    clusters: &Clusters,
 ) -> (Vec<AppSource>, Vec<ExternalSource>) {
     let mut out = Vec::new();
     let mut external = Vec::new();
@@ -285,7 +291,12 @@ pub fn app_sources(
             (api, "Application") if api.starts_with("argoproj.io/") => {
                 let dest_ns = s(&r.body, "/spec/destination/namespace");
                 if let Some(spec) = r.body.get("spec") {
+                    let first = out.len();
                     ctx.app(r, spec, &[k("spec")], dest_ns, &by, &mut out, &mut external);
+                    let cluster = argo_cluster(clusters, &r.body, r);
+                    for app in &mut out[first..] {
+                        app.cluster = cluster.clone();
+                    }
                 }
             }
             (api, "ApplicationSet") if api.starts_with("argoproj.io/") => {
@@ -293,6 +304,7 @@ pub fn app_sources(
                 for what in unexpanded {
                     external.push(ExternalSource {
                         resource: r.id.clone(),
+                        cluster: r.cluster.clone(),
                         file: r.file.clone(),
                         line: r.line_of(&[k("spec"), k("generators")]),
                         what: format!("it uses {what}, so the applications it generates from it are not checked"),
@@ -310,8 +322,10 @@ pub fn app_sources(
                         let first = out.len();
                         let at = [k("spec"), k("template"), k("spec")];
                         ctx.app(r, spec, &at, dest_ns, &by, &mut out, &mut external);
+                        let cluster = argo_cluster(clusters, &rendered, r);
                         for app in &mut out[first..] {
                             app.inputs.extend(set.inputs.iter().cloned());
+                            app.cluster = cluster.clone();
                         }
                     }
                 }
@@ -326,19 +340,23 @@ pub fn app_sources(
                 if let Some(what) = elsewhere {
                     external.push(ExternalSource {
                         resource: r.id.clone(),
+                        cluster: r.cluster.clone(),
                         file: r.file.clone(),
                         line: r.line_of(&[k("spec"), k("sourceRef")]),
                         what,
                     });
                     continue;
                 }
-                out.push(flux_kustomization(r, by, repo));
+                let mut app = flux_kustomization(r, by, repo);
+                app.cluster = r.cluster.clone();
+                out.push(app);
             }
             (api, "HelmRelease") if api.starts_with("helm.toolkit.fluxcd.io/") => {
                 if let Some(kind) = s(&r.body, "/spec/chartRef/kind") {
                     let source = flux_source(r, "/spec/chartRef");
                     external.push(ExternalSource {
                         resource: r.id.clone(),
+                        cluster: r.cluster.clone(),
                         file: r.file.clone(),
                         line: r.line_of(&[k("spec"), k("chartRef")]),
                         what: match kind.as_str() {
@@ -360,18 +378,30 @@ pub fn app_sources(
                 if let Some(what) = elsewhere {
                     external.push(ExternalSource {
                         resource: r.id.clone(),
+                        cluster: r.cluster.clone(),
                         file: r.file.clone(),
                         line: r.line_of(&[k("spec"), k("chart")]),
                         what,
                     });
                     continue;
                 }
-                out.push(flux_helm_release(r, by, resources));
+                let mut app = flux_helm_release(r, by, resources);
+                app.cluster = r.cluster.clone();
+                out.push(app);
             }
             _ => {}
         }
     }
     (out, external)
+}
+
+/// The cluster an Argo CD Application (or one an ApplicationSet generates) deploys to.
+fn argo_cluster(clusters: &Clusters, app: &Json, r: &Resource) -> Option<std::sync::Arc<str>> {
+    clusters.of_destination(
+        s(app, "/spec/destination/name").as_deref(),
+        s(app, "/spec/destination/server").as_deref(),
+        r.cluster.as_ref(),
+    )
 }
 
 /// Is this an app object meshward follows: an Argo CD Application or

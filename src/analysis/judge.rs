@@ -1,0 +1,119 @@
+//! Judging one mesh: the models of base and head, the evidence, the policies over
+//! each, and base against head. A repository that deploys to several clusters is
+//! judged once per cluster (see `clusters`).
+
+use super::diff::{self, diff};
+use super::evaluate::{evaluate_revision, Evaluated};
+use super::{gather_evidence, Options};
+use crate::config::RepoConfig;
+use crate::evidence::Evidence;
+use crate::finding::Finding;
+use crate::manifest;
+use crate::model::{self, Model};
+use crate::policy::input::policy_value;
+use crate::policy::{Policies, PolicyLimits};
+use crate::render::AppNamespaceLabels;
+
+/// One revision's objects of one mesh, with its model where it was built already.
+pub(super) struct Side {
+    pub(super) loaded: manifest::Loaded,
+    pub(super) labels: Vec<AppNamespaceLabels>,
+    pub(super) model: Option<Model>,
+    pub(super) label: String,
+}
+
+/// What judging needs besides the revisions.
+pub(super) struct Judge<'a> {
+    pub(super) opts: &'a Options,
+    pub(super) config: &'a RepoConfig,
+    pub(super) policies: &'a Policies,
+    pub(super) limits: &'a PolicyLimits,
+}
+
+pub(super) struct Judged {
+    /// Head's findings, each introduced or existing, and base's resolved ones.
+    pub(super) findings: Vec<Finding>,
+    pub(super) head: Evaluated,
+    pub(super) base: Option<Evaluated>,
+    pub(super) evidence: Option<Evidence>,
+    pub(super) notes: Vec<String>,
+}
+
+impl Judge<'_> {
+    /// Judges one mesh; its policy findings are marked with `cluster`.
+    pub(super) fn judge(&self, head: Side, base: Option<Side>, cluster: Option<&str>) -> Judged {
+        let config = self.config;
+        let mut notes = Vec::new();
+        let base_loaded = base.map(|b| {
+            let model = b.model.unwrap_or_else(|| {
+                model::build_with(&b.loaded.resources, &config.mesh, None, &b.labels)
+            });
+            (b.loaded, model, b.label)
+        });
+        let base_model = base_loaded.as_ref().map(|(_, m, _)| m);
+        // Base's model is in both policy inputs (head's `base`, base's `model` and
+        // `base`): converted once and shared, as it is one of the largest parts of either.
+        let (head_model, base_value) = rayon::join(
+            || {
+                model::build_with(
+                    &head.loaded.resources,
+                    &config.mesh,
+                    base_model,
+                    &head.labels,
+                )
+            },
+            || base_model.map(policy_value),
+        );
+        let evidence = match &self.opts.evidence {
+            Some(e) => Some(e.clone()),
+            None => gather_evidence(self.opts, config, &head_model, base_model, &mut notes),
+        };
+        let random = (
+            base_loaded
+                .as_ref()
+                .map(|(l, _, _)| diff::random_names(&l.resources))
+                .unwrap_or_default(),
+            diff::random_names(&head.loaded.resources),
+        );
+        let evaluate = |loaded: (manifest::Loaded, Model), own: Option<&regorus::Value>, label: &str| {
+            evaluate_revision(
+                loaded,
+                own,
+                base_value.as_ref(),
+                label,
+                (self.policies, self.limits),
+                config,
+                evidence.as_ref(),
+            )
+        };
+        let head_label = head.label;
+        let (head_eval, base_eval) = rayon::join(
+            || evaluate((head.loaded, head_model), None, &head_label),
+            || {
+                // Base is judged against itself: nothing in it is "introduced".
+                base_loaded.map(|(loaded, model, label)| {
+                    evaluate((loaded, model), base_value.as_ref(), &label)
+                })
+            },
+        );
+        drop(base_value);
+        let mut findings = match &base_eval {
+            Some(b) => diff((&b.findings, &random.0), (&head_eval.findings, &random.1)),
+            None => head_eval.findings.clone(),
+        };
+        // Render and input findings carry their cluster already; the policies'
+        // are about this mesh. Marked after the diff, which is within one mesh.
+        if let Some(cluster) = cluster {
+            for f in &mut findings {
+                f.cluster.get_or_insert_with(|| cluster.to_string());
+            }
+        }
+        Judged {
+            findings,
+            head: head_eval,
+            base: base_eval,
+            evidence,
+            notes,
+        }
+    }
+}
