@@ -22,6 +22,7 @@ mod publish;
 mod publish_render;
 mod readme_policy;
 mod render;
+mod render_clusters;
 mod render_controllers;
 mod rules;
 mod service_evidence;

@@ -75,17 +75,18 @@ impl Judge<'_> {
                 .unwrap_or_default(),
             diff::random_names(&head.loaded.resources),
         );
-        let evaluate = |loaded: (manifest::Loaded, Model), own: Option<&regorus::Value>, label: &str| {
-            evaluate_revision(
-                loaded,
-                own,
-                base_value.as_ref(),
-                label,
-                (self.policies, self.limits),
-                config,
-                evidence.as_ref(),
-            )
-        };
+        let evaluate =
+            |loaded: (manifest::Loaded, Model), own: Option<&regorus::Value>, label: &str| {
+                evaluate_revision(
+                    loaded,
+                    own,
+                    base_value.as_ref(),
+                    label,
+                    (self.policies, self.limits),
+                    config,
+                    evidence.as_ref(),
+                )
+            };
         let head_label = head.label;
         let (head_eval, base_eval) = rayon::join(
             || evaluate((head.loaded, head_model), None, &head_label),

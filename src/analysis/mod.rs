@@ -24,8 +24,8 @@ mod limits;
 mod roots;
 
 use crate::render::{is_manifest, RenderedRevision};
-use judge::{Judge, Judged, Side};
 use exceptions::apply_exceptions;
+use judge::{Judge, Judged, Side};
 use limits::{limits_above_ceiling, policy_limits};
 use roots::{render_note, root_outcomes, touched_failures};
 
@@ -373,9 +373,13 @@ pub fn analyze(
     let suppressed = apply_exceptions(&mut findings, &config, opts.today);
     sort_findings(&mut findings);
     let head_summary = added_up(judged.iter().map(|(_, j)| &j.head.summary));
-    let base_summary = base
-        .as_ref()
-        .map(|_| added_up(judged.iter().filter_map(|(_, j)| j.base.as_ref().map(|b| &b.summary))));
+    let base_summary = base.as_ref().map(|_| {
+        added_up(
+            judged
+                .iter()
+                .filter_map(|(_, j)| j.base.as_ref().map(|b| &b.summary)),
+        )
+    });
 
     tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "diffed");
     let fail_on = opts.fail_on.or(config.fail_on).unwrap_or(FailOn::Error);

@@ -267,7 +267,10 @@ impl RepoConfig {
             if name.is_empty() || name.len() > 100 || name.contains(['/', ':']) {
                 return Err(err(
                     line_of(serde_json::json!(["clusters", i, "name"])),
-                    format!("`clusters[{i}].name` {:?} must be 1 to 100 characters without `/` or `:`", c.name),
+                    format!(
+                        "`clusters[{i}].name` {:?} must be 1 to 100 characters without `/` or `:`",
+                        c.name
+                    ),
                 ));
             }
         }

@@ -457,7 +457,11 @@ fn report_duplicates(out: &mut Loaded) {
     // two of them with one prefix are two objects, not a conflict.
     for r in out.resources.iter().filter(|r| !has_generated_name(r)) {
         copies
-            .entry((r.cluster.as_deref(), api_group(&r.api_version), r.id.as_str()))
+            .entry((
+                r.cluster.as_deref(),
+                api_group(&r.api_version),
+                r.id.as_str(),
+            ))
             .or_default()
             .push(r);
     }

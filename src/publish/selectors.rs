@@ -154,7 +154,11 @@ pub fn section(report: &Report) -> String {
             .as_ref()
             .map(|c| format!(" on cluster `{}`", cell(c)))
             .unwrap_or_default();
-        let _ = writeln!(out, "| `{}`{on} | {by} | {now} | {before} |", cell(&t.resource));
+        let _ = writeln!(
+            out,
+            "| `{}`{on} | {by} | {now} | {before} |",
+            cell(&t.resource)
+        );
     }
     if rows.len() > MAX_ROWS {
         let _ = writeln!(out, "\n…and {} more.", rows.len() - MAX_ROWS);

@@ -144,12 +144,18 @@ mod tests {
             "apps/base/podinfo/release.yaml",
         ]);
         let c = Clusters::of(&t, &RepoConfig::default());
-        assert_eq!(c.of_path("clusters/staging/apps.yaml").as_deref(), Some("staging"));
+        assert_eq!(
+            c.of_path("clusters/staging/apps.yaml").as_deref(),
+            Some("staging")
+        );
         assert_eq!(
             c.of_path("clusters/production/infra/x.yaml").as_deref(),
             Some("production")
         );
-        assert_eq!(c.of_path("fleet/edge-1/apps.yaml").as_deref(), Some("edge-1"));
+        assert_eq!(
+            c.of_path("fleet/edge-1/apps.yaml").as_deref(),
+            Some("edge-1")
+        );
         assert_eq!(c.of_path("apps/base/podinfo/release.yaml"), None);
         assert_eq!(c.of_path("clusters/README.yaml"), None);
         assert_eq!(c.of_path("clusters/stagingx/a.yaml"), None);
@@ -162,13 +168,20 @@ mod tests {
         )
         .expect("valid config");
         let c = Clusters::of(&tree(&["clusters/production/a.yaml"]), &config);
-        assert_eq!(c.of_path("clusters/production/a.yaml").as_deref(), Some("prod-eu"));
-        assert_eq!(c.of_path("eu/b.yaml").as_deref(), Some("prod-eu"));
         assert_eq!(
-            c.of_destination(None, Some("https://10.0.0.1:6443"), None).as_deref(),
+            c.of_path("clusters/production/a.yaml").as_deref(),
             Some("prod-eu")
         );
-        assert_eq!(c.of_destination(Some("edge"), None, None).as_deref(), Some("prod-eu"));
+        assert_eq!(c.of_path("eu/b.yaml").as_deref(), Some("prod-eu"));
+        assert_eq!(
+            c.of_destination(None, Some("https://10.0.0.1:6443"), None)
+                .as_deref(),
+            Some("prod-eu")
+        );
+        assert_eq!(
+            c.of_destination(Some("edge"), None, None).as_deref(),
+            Some("prod-eu")
+        );
     }
 
     #[test]
@@ -176,7 +189,8 @@ mod tests {
         let c = Clusters::default();
         let own: Arc<str> = Arc::from("staging");
         assert_eq!(
-            c.of_destination(None, Some("https://kubernetes.default.svc/"), Some(&own)).as_deref(),
+            c.of_destination(None, Some("https://kubernetes.default.svc/"), Some(&own))
+                .as_deref(),
             Some("staging")
         );
         assert_eq!(
@@ -184,7 +198,8 @@ mod tests {
             Some(IN_CLUSTER)
         );
         assert_eq!(
-            c.of_destination(None, Some("https://1.2.3.4"), None).as_deref(),
+            c.of_destination(None, Some("https://1.2.3.4"), None)
+                .as_deref(),
             Some("https://1.2.3.4")
         );
         assert_eq!(c.of_destination(None, None, Some(&own)), None);

@@ -243,20 +243,19 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
             .collect();
         // One app object on two clusters is followed on each.
         let ids = |rs: &[Resource]| -> BTreeSet<(String, Option<std::sync::Arc<str>>)> {
-            rs.iter().map(|r| (r.id.clone(), r.cluster.clone())).collect()
+            rs.iter()
+                .map(|r| (r.id.clone(), r.cluster.clone()))
+                .collect()
         };
         if ids(&found) == ids(&app_objects) {
             break plan;
         }
         if depth == MAX_APP_DEPTH {
-            if let Some(r) = found
-                .iter()
-                .find(|r| {
-                    !app_objects
-                        .iter()
-                        .any(|a| a.id == r.id && a.cluster == r.cluster)
-                })
-            {
+            if let Some(r) = found.iter().find(|r| {
+                !app_objects
+                    .iter()
+                    .any(|a| a.id == r.id && a.cluster == r.cluster)
+            }) {
                 plan.findings.push(input_finding(
                     "render/failed",
                     Severity::Error,
@@ -320,9 +319,10 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
         .findings
         .retain(|f| !held(&f.file) || kept_as_plain(&f.file));
     for (d, under) in &applied {
-        let again = manifest::load_into(under, settings.manifest_limits, Some(&d.namespace), &|p| {
-            d.cluster.clone().or_else(|| clusters.of_path(p))
-        });
+        let again =
+            manifest::load_into(under, settings.manifest_limits, Some(&d.namespace), &|p| {
+                d.cluster.clone().or_else(|| clusters.of_path(p))
+            });
         loaded.resources.extend(again.resources);
         // A broken file is said once, however many apps apply it.
         for f in again.findings {

@@ -392,7 +392,12 @@ fn clusters_coverage(out: &mut String, clusters: &[super::ClusterCoverage]) {
     let columns: [Pick; 4] = [
         |t| (t.workloads_with_proxy, t.workloads),
         |t| (t.namespaces_strict, t.namespaces),
-        |t| (t.selectors_effective, t.selectors_effective + t.selectors_ineffective),
+        |t| {
+            (
+                t.selectors_effective,
+                t.selectors_effective + t.selectors_ineffective,
+            )
+        },
         |t| (t.workload_entries_selected, t.workload_entries_total),
     ];
     for c in clusters {
