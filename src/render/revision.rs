@@ -428,8 +428,17 @@ fn render_roots(
         Some(source) => crate::workspace::materialize(source).map_err(|e| format!("{e:#}")),
         None => Err("the revision is not available on disk".to_string()),
     });
+    // From git, only what these roots read is extracted.
+    let needs = render_inputs(tree, roots);
     let repo_dir = match dir {
-        Ok(dir) => dir.path().to_path_buf(),
+        Ok(dir) => dir
+            .ensure(&needs)
+            .map(|_| dir.path().to_path_buf())
+            .map_err(|e| format!("{e:#}")),
+        Err(why) => Err(why.clone()),
+    };
+    let repo_dir = match repo_dir {
+        Ok(dir) => dir,
         Err(why) => {
             return roots
                 .iter()
@@ -463,6 +472,41 @@ fn render_roots(
             on_cluster(out, r)
         })
         .collect()
+}
+
+/// The files rendering `roots` may read: every YAML and JSON file (values and
+/// patches anywhere in the repository), each root's folders and files, and the
+/// folders of its charts' `file://` dependencies.
+fn render_inputs<'a>(tree: &'a Tree, roots: &'a [&PlannedRoot]) -> impl Fn(&str) -> bool + 'a {
+    let read = |p: &str| {
+        tree.get(p)
+            .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
+    };
+    let is_dir = |p: &str| tree.dirs.contains(p);
+    let mut folders: BTreeSet<String> = BTreeSet::new();
+    for r in roots {
+        folders.extend(r.dirs.iter().cloned());
+        if r.root.kind == super::roots::RootKind::Helm {
+            folders.extend(
+                super::helm::local_dependencies(&r.root, &read, &is_dir)
+                    .into_iter()
+                    .map(|(_, folder)| folder),
+            );
+        }
+    }
+    move |path: &str| {
+        let lower = path.to_ascii_lowercase();
+        lower.ends_with(".yaml")
+            || lower.ends_with(".yml")
+            || lower.ends_with(".json")
+            || roots.iter().any(|r| r.files.contains(path))
+            || folders.iter().any(|d| {
+                d.is_empty()
+                    || path
+                        .strip_prefix(d.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+    }
 }
 
 /// What a root deploys lands on its cluster; so do the findings about it.

@@ -1,6 +1,8 @@
 //! Materializing a revision as a list of files: the working tree on disk, or a git
 //! revision read straight from the object store (no checkout, nothing executed).
 
+mod extract;
+
 use crate::manifest::SourceFile;
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -392,24 +394,35 @@ pub fn remove_stale_temp(age: std::time::Duration) -> usize {
         .count()
 }
 
-/// The revision's folder on disk: the working tree itself, or a git revision
-/// extracted to a temporary folder.
+/// A revision as a folder on disk.
 pub enum Materialized {
+    /// A folder that is there already (a working tree, an extracted tarball).
     Borrowed(PathBuf),
-    Temp(tempfile::TempDir),
+    /// A git commit, extracted file by file as renders need them.
+    Partial(extract::Partial),
 }
 
 impl Materialized {
     pub fn path(&self) -> &Path {
         match self {
             Materialized::Borrowed(p) => p,
-            Materialized::Temp(t) => t.path(),
+            Materialized::Partial(p) => p.path(),
+        }
+    }
+
+    /// Makes sure the files `wanted` picks are on disk: a git commit's are
+    /// extracted (those not extracted yet); a folder holds them already.
+    pub fn ensure(&mut self, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
+        match self {
+            Materialized::Borrowed(_) => Ok(()),
+            Materialized::Partial(p) => p.ensure(wanted),
         }
     }
 }
 
-/// The revision as a folder on disk: a `Dir` as it is, a git commit extracted into a
-/// temporary folder (entries that would land outside it are skipped by `tar`).
+/// The revision as a folder on disk: a `Dir` as it is; a git commit as an empty
+/// temporary folder that [`Materialized::ensure`] fills with what renders read, so
+/// binaries, sources and a blob missing from the clone cost nothing.
 pub fn materialize(source: &TreeSource) -> Result<Materialized> {
     match source {
         TreeSource::Dir(p) => Ok(Materialized::Borrowed(p.clone())),
@@ -417,52 +430,9 @@ pub fn materialize(source: &TreeSource) -> Result<Materialized> {
             toplevel,
             commit,
             prefix,
-        } => {
-            let dir = tempfile::Builder::new()
-                .prefix(TEMP_PREFIX)
-                .tempdir()
-                .context("creating a folder for the revision")?;
-            let treeish = if prefix.is_empty() {
-                commit.clone()
-            } else {
-                format!("{commit}:{}", prefix.trim_end_matches('/'))
-            };
-            let mut child = git(toplevel)
-                .args(["archive", "--format=tar", &treeish])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .context("could not run git archive")?;
-            let stdout = child.stdout.take().context("git archive stdout")?;
-            // git's own words are the cause when the archive breaks off; read apart
-            // from stdout so a talkative git cannot stall the pipe.
-            let stderr = child.stderr.take().context("git archive stderr")?;
-            let said = std::thread::spawn(move || {
-                use std::io::Read;
-                let mut text = String::new();
-                let _ = stderr.take(16 * 1024).read_to_string(&mut text);
-                text
-            });
-            let mut archive = tar::Archive::new(stdout);
-            archive.set_preserve_permissions(false);
-            let unpacked = archive.unpack(dir.path());
-            if unpacked.is_err() {
-                let _ = child.kill();
-            }
-            let status = child.wait()?;
-            let said = said.join().unwrap_or_default();
-            let said = said.trim();
-            if !status.success() && !said.is_empty() {
-                bail!("git archive {treeish} failed: {said}");
-            }
-            if let Err(e) = unpacked {
-                bail!("extracting the revision from git archive {treeish} failed: {e}");
-            }
-            if !status.success() {
-                bail!("git archive {treeish} failed ({status})");
-            }
-            Ok(Materialized::Temp(dir))
-        }
+        } => Ok(Materialized::Partial(extract::Partial::new(
+            toplevel, commit, prefix,
+        )?)),
     }
 }
 
