@@ -14,7 +14,7 @@ use meshward::clock::Clock;
 use meshward::metrics::Metrics;
 use meshward::server::{self, ApiConfig, AppState};
 use meshward::store::{RunsPageQuery, Store};
-use meshward::trends::{self, Interval, Range};
+use meshward::trends::{self, Interval, Range, Scope};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -154,7 +154,7 @@ async fn measure(label: &str, store: Store, n: i64, iterations: usize) {
     let seeded = seed(&store, n).await;
     let repo = "org-0/repo-250";
     let range = Range::new(Some("90d"), None, Interval::Day, END_MS).expect("range");
-    let series = trends::load_series(&store, repo, None, &range)
+    let series = trends::load_series(&store, repo, Scope::default(), &range)
         .await
         .expect("series");
     assert_eq!(series.points.len(), 90);
@@ -170,7 +170,7 @@ async fn measure(label: &str, store: Store, n: i64, iterations: usize) {
     let daily = time(iterations, || {
         let s = s.clone();
         async move {
-            trends::load_series(&s, repo, None, &range)
+            trends::load_series(&s, repo, Scope::default(), &range)
                 .await
                 .expect("series");
         }
@@ -180,7 +180,11 @@ async fn measure(label: &str, store: Store, n: i64, iterations: usize) {
     let ns = time(iterations, || {
         let s = s.clone();
         async move {
-            trends::load_series(&s, repo, Some("team-3"), &range)
+            let scope = Scope {
+                namespace: Some("team-3"),
+                ..Scope::default()
+            };
+            trends::load_series(&s, repo, scope, &range)
                 .await
                 .expect("series");
         }

@@ -150,7 +150,11 @@ pub struct TrendsArgs {
     /// Bucket width; each bucket shows the last baseline that finished in it.
     #[arg(long, value_enum, default_value = "day")]
     pub interval: crate::trends::Interval,
-    /// One namespace instead of the whole repository.
+    /// One cluster instead of the whole repository (the output lists the clusters).
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// One namespace instead of the whole repository (with --cluster: in that cluster;
+    /// without: added up over the clusters that have it).
     #[arg(long)]
     pub namespace: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
@@ -161,16 +165,25 @@ pub struct TrendsArgs {
 
 /// `meshward trends`: the rendered series. Errors name the flag or the store.
 pub fn trends_blocking(args: TrendsArgs) -> Result<String> {
-    use crate::trends::{self, Range};
+    use crate::trends::{self, Range, Scope};
     let now = chrono::Utc::now().timestamp_millis();
     let range = Range::new(args.from.as_deref(), args.to.as_deref(), args.interval, now)
         .map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let scope = Scope {
+        cluster: trends::cluster_name(args.cluster.as_deref())
+            .map_err(|e| anyhow::anyhow!("--{e}"))?,
+        namespace: args.namespace.as_deref(),
+    };
     runtime()?.block_on(async {
         let store = args.db.open_existing().await?;
-        let series =
-            trends::load_series(&store, &args.repo, args.namespace.as_deref(), &range).await;
+        let series = trends::load_series(&store, &args.repo, scope, &range).await;
         store.close().await;
-        trends::render::render(&series?, args.format)
+        let series = series.map_err(|e| match e {
+            // Named as the flag, as the other bad flags are.
+            trends::LoadError::UnknownCluster { .. } => anyhow::anyhow!("--{e}"),
+            e => e.into(),
+        })?;
+        trends::render::render(&series, args.format)
     })
 }
 

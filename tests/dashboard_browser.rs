@@ -267,11 +267,38 @@ impl Drop for Browser {
     }
 }
 
+/// The axis labels of the page's charts that the browser draws (`getBBox`, in the
+/// viewBox's units) past an edge of their drawing, and how many x labels there are.
+async fn labels_outside(page: &Page) -> (Value, i64) {
+    let v = page
+        .eval(
+            "(() => {
+                const out = [];
+                let xlabels = 0;
+                for (const svg of document.querySelectorAll('svg.chart')) {
+                    const vb = svg.viewBox.baseVal;
+                    for (const t of svg.querySelectorAll('text.xlabel, text.ylabel')) {
+                        if (t.classList.contains('xlabel')) xlabels++;
+                        const b = t.getBBox();
+                        if (b.width === 0 || b.x < vb.x || b.x + b.width > vb.x + vb.width
+                            || b.y < vb.y || b.y + b.height > vb.y + vb.height) {
+                            out.push([svg.closest('figure').id, t.textContent, b.x, b.x + b.width, vb.width]);
+                        }
+                    }
+                }
+                return {out, xlabels};
+            })()",
+        )
+        .await;
+    (v["out"].clone(), v["xlabels"].as_i64().unwrap_or(0))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_in_headless_chromium() {
     let (_dir, store) = sqlite_store().await;
     let store = migrated(store).await;
     seed::history(&store).await;
+    seed::fleet(&store).await;
     let state = app_state(
         store,
         Metrics::new(),
@@ -360,6 +387,7 @@ async fn dashboard_in_headless_chromium() {
         ])
     );
     assert_eq!(view["headline"], "88 %", "7 of 8 workloads with a proxy");
+    assert_eq!(labels_outside(&page).await.0, json!([]));
     let shot = page.screenshot("dashboard-repo.png").await;
     eprintln!("screenshot: {}", shot.display());
 
@@ -400,19 +428,93 @@ async fn dashboard_in_headless_chromium() {
     assert_eq!(ns["strict"], json!([0, 1, 1]));
     page.screenshot("dashboard-namespace.png").await;
 
+    // A repository deploying to two clusters: a line per cluster, each named in the
+    // legend and linked; over a month, so the axis has a label at each end.
+    page.goto(&format!(
+        "{base}/repos/acme/fleet?from=2026-11-01&to=2026-12-01&interval=day"
+    ))
+    .await;
+    let fleet = page
+        .eval(
+            "({legend: [...document.querySelectorAll('#chart-clusters-proxy ul.legend li')].map(l => l.textContent),
+               series: Object.fromEntries(['prod-eu', 'prod-us'].map(c => [c,
+                   [...document.querySelectorAll('#chart-clusters-proxy circle.point')]
+                       .filter(p => p.dataset.series === c)
+                       .map(p => [p.dataset.bucket, Number(p.dataset.value)])])),
+               links: [...document.querySelectorAll('#clusters a')].map(a => a.textContent),
+               charts: document.querySelectorAll('svg.chart').length,
+               whole: [...document.querySelectorAll('#chart-proxy circle.point')]
+                   .filter(c => c.dataset.series === 'with a proxy').map(c => Number(c.dataset.value))})",
+        )
+        .await;
+    assert_eq!(fleet["legend"], json!(["prod-eu", "prod-us"]), "{fleet:#}");
+    assert_eq!(
+        fleet["series"],
+        json!({"prod-eu": [["2026-11-02", 5], ["2026-11-03", 7]],
+               "prod-us": [["2026-11-02", 1], ["2026-11-03", 3]]}),
+        "{fleet:#}"
+    );
+    assert_eq!(
+        fleet["links"],
+        json!(["all (the whole repository)", "prod-eu", "prod-us"])
+    );
+    assert_eq!(
+        fleet["charts"], 8,
+        "5 of the whole repository, 3 by cluster"
+    );
+    assert_eq!(fleet["whole"], json!([2, 6, 10]));
+    let outside = labels_outside(&page).await;
+    assert_eq!(outside.0, json!([]), "labels cut off: {outside:?}");
+    assert_eq!(
+        outside.1,
+        8 * 3,
+        "first, middle and last date under each chart"
+    );
+    page.screenshot("dashboard-clusters.png").await;
+
+    // One cluster's page, from its link.
+    page.load(async {
+        page.eval("document.querySelector('#clusters a[data-cluster=\"prod-us\"]').click(); true")
+            .await;
+    })
+    .await;
+    let us = page
+        .eval(
+            "({title: document.querySelector('h1').textContent,
+               search: location.search,
+               on: document.querySelector('#clusters a.on').textContent,
+               proxy: [...document.querySelectorAll('#chart-proxy circle.point')]
+                   .filter(c => c.dataset.series === 'with a proxy').map(c => Number(c.dataset.value)),
+               namespaces: [...document.querySelectorAll('#namespaces tbody tr td:first-child')].map(t => t.textContent)})",
+        )
+        .await;
+    assert_eq!(us["title"], "acme/fleet · cluster prod-us");
+    assert!(
+        us["search"].as_str().unwrap().contains("from=2026-11-01"),
+        "{us}"
+    );
+    assert_eq!(us["on"], "prod-us");
+    assert_eq!(us["proxy"], json!([1, 3]));
+    assert_eq!(us["namespaces"], json!(["shop", "web"]));
+    assert_eq!(labels_outside(&page).await.0, json!([]));
+
     // The repositories list.
     page.goto(&format!("{base}/")).await;
     let repos = page
         .eval("[...document.querySelectorAll('#repos tbody tr')].map(r => r.textContent.replace(/\\s+/g, ' ').trim())")
         .await;
     let repos: Vec<String> = serde_json::from_value(repos).unwrap();
-    assert_eq!(repos.len(), 2);
+    assert_eq!(repos.len(), 3);
     assert!(
         repos[0].starts_with("acme/empty") && repos[0].contains("no baseline"),
         "{repos:?}"
     );
     assert!(
-        repos[1].starts_with("acme/gitops") && repos[1].contains("88 %"),
+        repos[1].starts_with("acme/fleet") && repos[1].contains("83 %"),
+        "the whole fleet, 10 of 12 workloads: {repos:?}"
+    );
+    assert!(
+        repos[2].starts_with("acme/gitops") && repos[2].contains("88 %"),
         "{repos:?}"
     );
     page.screenshot("dashboard-repos.png").await;

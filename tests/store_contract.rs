@@ -458,7 +458,212 @@ fn report_without_evidence() -> Report {
     r
 }
 
+/// A repository that deploys to several clusters: each cluster's coverage and the
+/// clusters of its findings are stored and read back, next to the whole repository's
+/// numbers, which read as they would without clusters.
+async fn a_multi_cluster_report_round_trips(store: Store) {
+    use service_support::seed::{self, ns, FLEET};
+    let store = migrated(store).await;
+    let head: seed::Clusters = &[
+        (
+            "prod-eu",
+            &[ns("shop", "STRICT", 5, 5, 0), ns("pay", "DISABLE", 2, 0, 1)],
+        ),
+        ("prod-us", &[ns("shop", "PERMISSIVE", 3, 1, 2)]),
+    ];
+    let base: seed::Clusters = &[("prod-eu", &[ns("shop", "PERMISSIVE", 5, 4, 0)])];
+    let report = seed::cluster_report(head, Some(base));
+    let run_id = seed::check_of(&store, FLEET, 3, &"a".repeat(40), 2_000, &report).await;
+
+    // Findings keep their cluster; the one that names none has none.
+    let findings = store.findings(run_id).await.unwrap();
+    assert_eq!(findings.len(), 4);
+    let clusters: Vec<Option<&str>> = findings.iter().map(|f| f.cluster.as_deref()).collect();
+    assert_eq!(
+        clusters,
+        [Some("prod-eu"), Some("prod-us"), Some("prod-us"), None]
+    );
+    assert_eq!(findings[0].resource_namespace.as_deref(), Some("pay"));
+
+    // Coverage: the whole repository (base and head) first, then each cluster's.
+    let coverage = store.coverage(run_id).await.unwrap();
+    let scopes: Vec<(Option<&str>, &str)> = coverage
+        .iter()
+        .map(|c| (c.cluster.as_deref(), c.revision.as_str()))
+        .collect();
+    assert_eq!(
+        scopes,
+        [
+            (None, "base"),
+            (None, "head"),
+            (Some("prod-eu"), "base"),
+            (Some("prod-eu"), "head"),
+            (Some("prod-us"), "head"),
+        ]
+    );
+    let whole = &coverage[1];
+    assert_eq!(
+        (
+            whole.total.workloads,
+            whole.total.workloads_with_proxy,
+            whole.total.namespaces
+        ),
+        (10, 6, 3)
+    );
+    let keyed: Vec<&str> = whole
+        .namespaces
+        .iter()
+        .map(|n| n.namespace.as_str())
+        .collect();
+    assert_eq!(
+        keyed,
+        ["prod-eu/pay", "prod-eu/shop", "prod-us/shop"],
+        "as the report keys them"
+    );
+    let us = &coverage[4];
+    assert_eq!((us.total.workloads, us.total.workloads_with_proxy), (3, 1));
+    assert_eq!(us.namespaces.len(), 1);
+    assert_eq!(
+        (
+            us.namespaces[0].namespace.as_str(),
+            us.namespaces[0].mtls_mode.as_str()
+        ),
+        ("shop", "PERMISSIVE")
+    );
+    assert_eq!(coverage[2].total.workloads_with_proxy, 4, "prod-eu's base");
+
+    // Per namespace, by cluster, with the findings counted there.
+    let per_ns = store.namespace_metrics(run_id).await.unwrap();
+    let rows: Vec<(Option<&str>, &str, i64)> = per_ns
+        .iter()
+        .map(|n| {
+            (
+                n.cluster.as_deref(),
+                n.namespace.as_str(),
+                n.metrics.findings.error,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (Some("prod-eu"), "pay", 1),
+            (Some("prod-eu"), "shop", 0),
+            (Some("prod-us"), "shop", 2)
+        ]
+    );
+    assert_eq!(
+        store.clusters(FLEET.1).await.unwrap(),
+        ["prod-eu", "prod-us"]
+    );
+    assert!(store.clusters(REPO_ID).await.unwrap().is_empty());
+
+    // The whole repository's point reads as without clusters (not doubled by the
+    // cluster rows); the runs list likewise.
+    let query = |cluster, namespace| SeriesQuery {
+        repo_id: FLEET.1,
+        start_ms: 0,
+        end_ms: 10_000,
+        bucket_ms: 10_000,
+        offset_ms: 0,
+        cluster,
+        namespace,
+    };
+    // A PR run is no point of a series: store the same report as a baseline too.
+    let baseline = seed::baseline_of(&store, FLEET, &"b".repeat(40), 3_000, Some(&report)).await;
+    let points = store.series(&query(None, None)).await.unwrap();
+    assert_eq!(points.len(), 1);
+    assert_eq!(points[0].run_id, baseline);
+    let m = points[0].metrics.as_ref().unwrap();
+    assert_eq!(
+        (
+            m.coverage.workloads,
+            m.coverage.workloads_with_proxy,
+            m.coverage.namespaces_disable
+        ),
+        (10, 6, 1)
+    );
+    assert_eq!((m.findings.error, m.findings.warning), (3, 1));
+    let (page, _) = store
+        .runs_page(&RunsPageQuery {
+            repo_id: FLEET.1,
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 2);
+    let pr = &page[1];
+    assert_eq!(pr.head.as_ref().unwrap().workloads, 10);
+    assert_eq!(pr.base.as_ref().unwrap().workloads, 5);
+
+    // One cluster's point: its coverage and the findings naming it.
+    let eu = store.series(&query(Some("prod-eu"), None)).await.unwrap();
+    let m = eu[0].metrics.as_ref().unwrap();
+    assert_eq!(
+        (
+            m.coverage.workloads,
+            m.coverage.namespaces,
+            m.coverage.namespaces_disable
+        ),
+        (7, 2, 1)
+    );
+    assert_eq!((m.findings.error, m.findings.warning), (1, 0));
+    // One namespace: in one cluster, or added up over the clusters that have it.
+    let shop_us = store
+        .series(&query(Some("prod-us"), Some("shop")))
+        .await
+        .unwrap();
+    let m = shop_us[0].metrics.as_ref().unwrap();
+    assert_eq!(m.coverage.mtls_mode.as_deref(), Some("PERMISSIVE"));
+    assert_eq!((m.coverage.workloads, m.findings.error), (3, 2));
+    let shop = store.series(&query(None, Some("shop"))).await.unwrap();
+    let m = shop[0].metrics.as_ref().unwrap();
+    assert_eq!(
+        (
+            m.coverage.workloads,
+            m.coverage.workloads_with_proxy,
+            m.coverage.namespaces
+        ),
+        (8, 6, 2)
+    );
+    assert_eq!(
+        (
+            m.coverage.namespaces_strict,
+            m.coverage.namespaces_permissive
+        ),
+        (1, 1)
+    );
+    assert_eq!(m.coverage.mtls_mode, None, "its clusters differ");
+    assert_eq!(m.findings.error, 2);
+    // A cluster the run does not have: no numbers (the series says why).
+    let none = store.series(&query(Some("staging"), None)).await.unwrap();
+    assert!(none[0].metrics.is_none());
+
+    // A cluster only a PR run had is listed while that run is kept: retention
+    // takes it off the list with the run; the baseline's clusters stay.
+    let staging: seed::Clusters = &[("staging", &[ns("shop", "STRICT", 1, 1, 0)])];
+    let pr = seed::cluster_report(staging, None);
+    seed::check_of(&store, FLEET, 4, &"c".repeat(40), 2_500, &pr).await;
+    assert_eq!(
+        store.clusters(FLEET.1).await.unwrap(),
+        ["prod-eu", "prod-us", "staging"]
+    );
+    assert_eq!(store.prune_check_runs(2_600).await.unwrap(), 2);
+    assert_eq!(
+        store.clusters(FLEET.1).await.unwrap(),
+        ["prod-eu", "prod-us"]
+    );
+
+    // The stored report is the report, clusters and all.
+    let stored = store.run_report(baseline).await.unwrap().unwrap();
+    assert_eq!(stored.findings, report.findings);
+    assert_eq!(stored.summary.clusters, ["prod-eu", "prod-us"]);
+    assert_eq!(stored.coverage.clusters.len(), 2);
+}
+
 contract!(
+    a_multi_cluster_report_round_trips,
     a_run_keeps_its_evidence,
     migrations_apply_and_readiness_follows,
     claim_complete_stores_run_findings_coverage,

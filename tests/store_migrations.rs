@@ -95,7 +95,55 @@ VALUES ((SELECT id FROM runs WHERE head_sha = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee
 "#;
 
 /// (schema version, rows written at that version), oldest first.
-const SEEDS: &[(i64, &str)] = &[(1, SEED_V1), (2, SEED_V2), (3, SEED_V3), (4, SEED_V4)];
+const SEEDS: &[(i64, &str)] = &[
+    (1, SEED_V1),
+    (2, SEED_V2),
+    (3, SEED_V3),
+    (4, SEED_V4),
+    (5, SEED_V5),
+];
+
+/// Version 5 adds the cluster dimension: a baseline of a repository deploying to two
+/// clusters, its whole-repository row and each cluster's under one run and revision
+/// (the new primary keys), a finding naming its cluster.
+const SEED_V5: &str = r#"
+INSERT INTO runs (job_id, kind, repo_id, repo, pr_number, head_sha, base_sha, started_at_ms, finished_at_ms,
+                  outcome, error, blocking, introduced, existing, resolved, errors, warnings, infos, suppressed, report_json)
+VALUES (NULL, 'baseline', 1003, 'acme/fleet', NULL, 'ffffffffffffffffffffffffffffffffffffffff', NULL, 350, 400,
+        'fail', NULL, 1, 0, 1, 0, 1, 0, 0, 0, NULL);
+
+INSERT INTO findings (run_id, rule, severity, status, resource_api_version, resource_kind, resource_namespace,
+                      resource_name, file, line, message, istio_code, field_path, cluster)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'ffffffffffffffffffffffffffffffffffffffff'),
+        'selector/matches-nothing', 'error', 'existing', 'security.istio.io/v1', 'AuthorizationPolicy', 'shop',
+        'frontend-only', 'clusters/prod-eu/policy.yaml', 3, 'selects nothing', NULL, '["spec","selector"]',
+        'prod-eu');
+
+INSERT INTO coverage_totals (run_id, revision, cluster, namespaces, namespaces_strict, namespaces_injected, workloads,
+                             workloads_with_proxy, selectors_effective, selectors_ineffective,
+                             workload_entries_selected, workload_entries_total, namespaces_permissive,
+                             namespaces_disable)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'ffffffffffffffffffffffffffffffffffffffff'), 'head', '',
+        2, 1, 2, 5, 4, 0, 1, 0, 0, 1, 0),
+       ((SELECT id FROM runs WHERE head_sha = 'ffffffffffffffffffffffffffffffffffffffff'), 'head', 'prod-eu',
+        1, 1, 1, 3, 3, 0, 1, 0, 0, 0, 0),
+       ((SELECT id FROM runs WHERE head_sha = 'ffffffffffffffffffffffffffffffffffffffff'), 'head', 'prod-us',
+        1, 0, 1, 2, 1, 0, 0, 0, 0, 1, 0);
+
+INSERT INTO coverage_namespaces (run_id, revision, cluster, namespace, mtls_mode, workloads, workloads_with_proxy,
+                                 selectors_effective, selectors_ineffective, workload_entries_selected,
+                                 workload_entries_total)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'ffffffffffffffffffffffffffffffffffffffff'), 'head', 'prod-eu',
+        'shop', 'STRICT', 3, 3, 0, 1, 0, 0),
+       ((SELECT id FROM runs WHERE head_sha = 'ffffffffffffffffffffffffffffffffffffffff'), 'head', 'prod-us',
+        'shop', 'PERMISSIVE', 2, 1, 0, 0, 0, 0);
+
+INSERT INTO namespace_findings (run_id, cluster, namespace, errors, warnings, infos, introduced, existing, resolved)
+VALUES ((SELECT id FROM runs WHERE head_sha = 'ffffffffffffffffffffffffffffffffffffffff'), 'prod-eu', 'shop',
+        1, 0, 0, 0, 1, 0);
+
+INSERT INTO repo_clusters (repo_id, cluster) VALUES (1003, 'prod-eu'), (1003, 'prod-us');
+"#;
 
 /// Version 4 adds `evidence`: a run with the numbers its mTLS rules were judged on.
 const SEED_V4: &str = r#"
@@ -140,7 +188,7 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     assert_eq!(repos[0].full_name, "acme/gitops");
     assert!(repos[0].installed && !repos[1].installed);
     let runs = store.runs(&RunFilter::default()).await.unwrap();
-    assert_eq!(runs.len(), 2);
+    assert_eq!(runs.len(), 3);
     assert_eq!(runs[0].outcome, RunOutcome::Fail);
     assert_eq!(runs[0].counts.existing, 1);
     let findings = store.findings(runs[0].id).await.unwrap();
@@ -149,6 +197,12 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     let coverage = store.coverage(runs[0].id).await.unwrap();
     assert_eq!(coverage[0].total.workloads, 3);
     assert_eq!(coverage[0].namespaces[0].mtls_mode, "PERMISSIVE");
+    // Version 5: every row written before it is the whole repository's.
+    assert_eq!(findings[0].cluster, None);
+    assert_eq!(coverage.len(), 1);
+    assert_eq!(coverage[0].cluster, None);
+    assert_eq!(coverage[0].namespaces[0].namespace, "egress");
+    assert!(store.clusters(1001).await.unwrap().is_empty());
     let evidence = store.evidence(runs[0].id).await.unwrap();
     assert_eq!(evidence.len(), 1);
     assert_eq!(evidence[0].subject, "namespace:egress");
@@ -168,6 +222,7 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
             end_ms: 1_000,
             bucket_ms: 100,
             offset_ms: 0,
+            cluster: None,
             namespace: None,
         })
         .await
@@ -180,9 +235,32 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     assert_eq!(v1.findings.error, 1);
     let egress = store.namespace_metrics(runs[0].id).await.unwrap();
     assert_eq!(egress.len(), 1);
-    assert_eq!(egress[0].0, "egress");
-    assert_eq!(egress[0].1.findings.error, 1);
-    assert_eq!(egress[0].1.findings.existing, 1);
+    assert_eq!(
+        (egress[0].cluster.as_deref(), egress[0].namespace.as_str()),
+        (None, "egress")
+    );
+    assert_eq!(egress[0].metrics.findings.error, 1);
+    assert_eq!(egress[0].metrics.findings.existing, 1);
+    // The namespace's series (added up over clusters: here the one, '') as before.
+    let egress_series = store
+        .series(&SeriesQuery {
+            repo_id: 1001,
+            start_ms: 0,
+            end_ms: 1_000,
+            bucket_ms: 100,
+            offset_ms: 0,
+            cluster: None,
+            namespace: Some("egress"),
+        })
+        .await
+        .unwrap();
+    let m = egress_series[0]
+        .metrics
+        .as_ref()
+        .expect("egress in the v1 run");
+    assert_eq!((m.coverage.namespaces, m.coverage.workloads), (1, 3));
+    assert_eq!(m.coverage.mtls_mode.as_deref(), Some("PERMISSIVE"));
+    assert_eq!(m.findings.error, 1);
     // The version 3 seed reads back as written.
     let v3 = series[1].metrics.as_ref().expect("v3 run metrics");
     assert_eq!(series[1].head_sha, "e".repeat(40));
@@ -194,9 +272,43 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
         (1, 1)
     );
     let legacy = store.namespace_metrics(runs[1].id).await.unwrap();
-    assert_eq!(legacy[1].0, "legacy");
-    assert_eq!(legacy[1].1.coverage.mtls_mode.as_deref(), Some("DISABLE"));
-    assert_eq!(legacy[1].1.findings.warning, 1);
+    assert_eq!(legacy[1].namespace, "legacy");
+    assert_eq!(
+        legacy[1].metrics.coverage.mtls_mode.as_deref(),
+        Some("DISABLE")
+    );
+    assert_eq!(legacy[1].metrics.findings.warning, 1);
+    // The version 5 seed: the whole repository and each cluster, read back apart.
+    assert_eq!(store.clusters(1003).await.unwrap(), ["prod-eu", "prod-us"]);
+    let fleet = store.coverage(runs[2].id).await.unwrap();
+    let scopes: Vec<Option<&str>> = fleet.iter().map(|c| c.cluster.as_deref()).collect();
+    assert_eq!(scopes, [None, Some("prod-eu"), Some("prod-us")]);
+    assert_eq!(fleet[0].total.workloads, 5);
+    let fleet_query = |cluster| SeriesQuery {
+        repo_id: 1003,
+        start_ms: 0,
+        end_ms: 1_000,
+        bucket_ms: 1_000,
+        offset_ms: 0,
+        cluster,
+        namespace: None,
+    };
+    let whole = store.series(&fleet_query(None)).await.unwrap();
+    let us = store.series(&fleet_query(Some("prod-us"))).await.unwrap();
+    let eu = store.series(&fleet_query(Some("prod-eu"))).await.unwrap();
+    let workloads = |s: &[BucketRow]| s[0].metrics.as_ref().map(|m| m.coverage.workloads);
+    assert_eq!(
+        (workloads(&whole), workloads(&eu), workloads(&us)),
+        (Some(5), Some(3), Some(2))
+    );
+    assert_eq!(eu[0].metrics.as_ref().unwrap().findings.error, 1);
+    assert_eq!(us[0].metrics.as_ref().unwrap().findings.error, 0);
+    assert_eq!(
+        store.findings(runs[2].id).await.unwrap()[0]
+            .cluster
+            .as_deref(),
+        Some("prod-eu")
+    );
     let overview = store.repo_overview().await.unwrap();
     assert_eq!(
         overview[0].latest.as_ref().map(|l| l.run_id),

@@ -243,6 +243,200 @@ async fn namespace_filter_follows_one_namespace(store: Store) {
     assert_eq!(shop["points"][4]["metrics"]["findings"]["error"], 0);
 }
 
+fn strings(v: &Value) -> Vec<Option<String>> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+fn gaps(series: &Value) -> Vec<Option<String>> {
+    strings(
+        &series["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["gap"].clone())
+            .collect(),
+    )
+}
+
+async fn clusters_have_series_of_their_own(store: Store) {
+    let store = migrated(store).await;
+    seed::history(&store).await;
+    seed::fleet(&store).await;
+    let api = Api::new(store).await;
+    let base = "/api/v1/repos/acme/fleet/coverage?from=2026-11-01&to=2026-11-04";
+
+    // The whole repository, as without clusters; the clusters it has series for.
+    let (status, s) = api.get(base, "Series").await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["clusters"], serde_json::json!(["prod-eu", "prod-us"]));
+    assert!(s["cluster"].is_null());
+    assert_eq!(metric(&s, "workloads"), vec![Some(4), Some(9), Some(12)]);
+    assert_eq!(
+        metric(&s, "workloads_with_proxy"),
+        vec![Some(2), Some(6), Some(10)]
+    );
+    assert_eq!(s["points"][1]["metrics"]["findings"]["error"], 3);
+    assert_eq!(s["points"][1]["metrics"]["findings"]["warning"], 1);
+
+    // One cluster: its numbers and the findings naming it; before the repository
+    // named clusters, a gap that says so.
+    let (status, eu) = api.get(&format!("{base}&cluster=prod-eu"), "Series").await;
+    assert_eq!(status, 200, "{eu}");
+    assert_eq!(eu["cluster"], "prod-eu");
+    assert_eq!(eu["clusters"], s["clusters"]);
+    assert_eq!(metric(&eu, "workloads"), vec![None, Some(6), Some(7)]);
+    assert_eq!(
+        metric(&eu, "namespaces_strict"),
+        vec![None, Some(1), Some(2)]
+    );
+    assert_eq!(
+        gaps(&eu)[0].as_deref(),
+        Some("cluster prod-eu is not in commit ffffffffffff")
+    );
+    assert_eq!(eu["points"][0]["run"]["commit"], seed::sha('f'));
+    let errors: Vec<Value> = eu["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metrics"]["findings"]["error"].clone())
+        .collect();
+    assert_eq!(errors, [Value::Null, 1.into(), 0.into()]);
+    assert_eq!(
+        eu["points"][1]["metrics"]["findings"]["warning"], 0,
+        "the file no cluster is named for"
+    );
+
+    // A namespace in one cluster, and added up over the clusters that have it.
+    let (_, us_shop) = api
+        .get(&format!("{base}&cluster=prod-us&namespace=shop"), "Series")
+        .await;
+    assert_eq!(
+        (&us_shop["cluster"], &us_shop["namespace"]),
+        (&"prod-us".into(), &"shop".into())
+    );
+    assert_eq!(
+        metric(&us_shop, "workloads_with_proxy"),
+        vec![None, Some(1), Some(3)]
+    );
+    assert_eq!(
+        gaps(&us_shop)[0].as_deref(),
+        Some("namespace shop is not in cluster prod-us in commit ffffffffffff")
+    );
+    let modes: Vec<Value> = us_shop["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metrics"]["mtls_mode"].clone())
+        .collect();
+    assert_eq!(modes, [Value::Null, "PERMISSIVE".into(), "STRICT".into()]);
+    let (_, shop) = api.get(&format!("{base}&namespace=shop"), "Series").await;
+    assert!(shop["cluster"].is_null());
+    assert_eq!(metric(&shop, "workloads"), vec![Some(4), Some(7), Some(8)]);
+    assert_eq!(metric(&shop, "namespaces"), vec![Some(1), Some(2), Some(2)]);
+    let p1 = &shop["points"][1]["metrics"];
+    assert!(
+        p1["mtls_mode"].is_null(),
+        "STRICT in one cluster, PERMISSIVE in the other"
+    );
+    assert_eq!(
+        (&p1["namespaces_strict"], &p1["namespaces_permissive"]),
+        (&1.into(), &1.into())
+    );
+    assert_eq!(p1["findings"]["error"], 2);
+    assert_eq!(shop["points"][2]["metrics"]["mtls_mode"], "STRICT");
+
+    // A repository with one cluster lists none; a cluster no run names is refused
+    // with the ones there are, a malformed name as a bad parameter.
+    let (_, one) = api
+        .get(
+            "/api/v1/repos/acme/gitops/coverage?from=2026-11-01&to=2026-11-02",
+            "Series",
+        )
+        .await;
+    assert_eq!(one["clusters"], serde_json::json!([]));
+    let long = "x".repeat(300);
+    for (path, want, text) in [
+        (format!("{base}&cluster=prod-ap"), 404, "cluster: no run of acme/fleet names a cluster `prod-ap`; its clusters: prod-eu, prod-us".to_string()),
+        ("/api/v1/repos/acme/gitops/coverage?cluster=prod-eu".into(), 404, "its runs name none".into()),
+        (format!("{base}&cluster=%20prod-eu"), 400, "cluster: ` prod-eu` is not a cluster name".into()),
+        (format!("{base}&cluster=prod%0Aeu"), 400, "cluster: `prod?eu` is not a cluster name".into()),
+        (format!("{base}&cluster={long}"), 400, "at most 253 characters".into()),
+    ] {
+        let (status, body) = api.get(&path, "Error").await;
+        assert_eq!(status, want, "{path}: {body}");
+        let msg = body["error"].as_str().unwrap();
+        assert!(msg.contains(&text), "{path}: {msg:?} does not contain {text:?}");
+    }
+
+    // The runs list and the gauges read the whole repository, not each cluster again.
+    let (_, pr) = api
+        .get("/api/v1/repos/acme/fleet/runs?pr=3", "RunPage")
+        .await;
+    let r = &pr["runs"][0];
+    assert_eq!(
+        (
+            &r["coverage"]["head"]["workloads"],
+            &r["coverage"]["base"]["workloads"]
+        ),
+        (&12.into(), &9.into())
+    );
+    assert_eq!(r["delta"]["workloads_with_proxy"], 4);
+    let (_, text) = send(&api.app, get("/metrics", None)).await;
+    assert!(
+        text.contains("meshward_coverage_workloads{repo=\"acme/fleet\"} 12"),
+        "{text}"
+    );
+
+    // The PR's page: each cluster's coverage with the change, the findings' clusters.
+    let id = r["id"].as_i64().unwrap();
+    let (status, html) = send(
+        &api.app,
+        get(&format!("/repos/acme/fleet/runs/{id}"), Some(API_TOKEN)),
+    )
+    .await;
+    assert_eq!(status, 200, "{html}");
+    for row in [
+        "<tr><td>prod-eu</td><td class=\"num\">7 / 7</td><td class=\"num\">2 / 2</td>",
+        "<tr><td>prod-us</td><td class=\"num\">3 / 5</td><td class=\"num\">1 / 2</td>",
+    ] {
+        assert!(html.contains(row), "{row}: {html}");
+    }
+    let clusters = &html[html
+        .find("<table id=\"clusters\">")
+        .expect("clusters table")..];
+    let clusters = &clusters[..clusters.find("</table>").unwrap()];
+    assert_eq!(
+        clusters.matches("<td class=\"num\">+2</td>").count(),
+        2,
+        "{clusters}"
+    );
+    let findings = &html[html.find("<table id=\"findings\">").expect("findings")..];
+    assert!(findings.contains("<th>cluster</th>"));
+    assert!(findings.contains("<td>prod-us</td>"), "{findings}");
+    // The repository page of one cluster, and one no run names.
+    let (status, html) = send(
+        &api.app,
+        get(
+            "/repos/acme/fleet?from=2026-11-01&to=2026-11-04&cluster=prod-eu",
+            Some(API_TOKEN),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(html.contains("<h1>acme/fleet · cluster prod-eu</h1>"));
+    let (status, html) = send(
+        &api.app,
+        get("/repos/acme/fleet?cluster=prod-ap", Some(API_TOKEN)),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert!(html.contains("its clusters: prod-eu, prod-us"), "{html}");
+}
+
 async fn runs_are_cursor_paged_and_pr_runs_carry_their_delta(store: Store) {
     let store = migrated(store).await;
     seed::history(&store).await;
@@ -664,6 +858,7 @@ async fn dashboard_login_sets_a_session_that_opens_pages_and_the_api(store: Stor
 }
 
 contract!(
+    clusters_have_series_of_their_own,
     dashboard_login_sets_a_session_that_opens_pages_and_the_api,
     daily_series_takes_the_last_baseline_of_each_day_and_marks_gaps,
     hourly_and_weekly_buckets_align_in_utc,

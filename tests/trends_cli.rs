@@ -17,6 +17,7 @@ async fn seeded_sqlite() -> tempfile::TempDir {
         .expect("sqlite");
     store.migrate().await.expect("migrate");
     seed::history(&store).await;
+    seed::fleet(&store).await;
     store.close().await;
     dir
 }
@@ -68,6 +69,77 @@ async fn table_csv_and_json_from_the_embedded_store() {
 }
 
 #[tokio::test]
+async fn cluster_selects_one_clusters_series_and_the_output_lists_them() {
+    let dir = seeded_sqlite().await;
+    let db = [("MESHWARD_DATA_DIR", dir.path().to_str().unwrap())];
+    let fleet = |extra: &[&'static str]| {
+        let mut v = vec![
+            "--repo",
+            "acme/fleet",
+            "--from",
+            "2026-11-01",
+            "--to",
+            "2026-11-04",
+        ];
+        v.extend_from_slice(extra);
+        v
+    };
+
+    let (code, whole, err) = trends(&db, &fleet(&[]));
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!("trends_table_clusters", whole);
+
+    let (code, eu, err) = trends(&db, &fleet(&["--cluster", "prod-eu"]));
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!("trends_table_cluster", eu);
+
+    let (code, json, err) = trends(
+        &db,
+        &fleet(&[
+            "--cluster",
+            "prod-us",
+            "--namespace",
+            "shop",
+            "--format",
+            "json",
+        ]),
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(
+        (&v["cluster"], &v["namespace"]),
+        (&"prod-us".into(), &"shop".into())
+    );
+    assert_eq!(v["clusters"], serde_json::json!(["prod-eu", "prod-us"]));
+    let proxies: Vec<Option<i64>> = v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metrics"]["workloads_with_proxy"].as_i64())
+        .collect();
+    assert_eq!(proxies, [None, Some(1), Some(3)]);
+
+    // A repository with one cluster says nothing about clusters.
+    let (_, one, _) = trends(&db, &args(&[]));
+    assert!(!one.contains("cluster"), "{one}");
+
+    let (code, out, err) = trends(&db, &fleet(&["--cluster", "prod-ap"]));
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(
+        err.contains(
+            "--cluster: no run of acme/fleet names a cluster `prod-ap`; its clusters: prod-eu, prod-us"
+        ),
+        "{err}"
+    );
+    let (code, _, err) = trends(&db, &fleet(&["--cluster", "prod\teu"]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--cluster: `prod?eu` is not a cluster name"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn errors_name_the_flag_or_the_store_and_exit_2() {
     let dir = seeded_sqlite().await;
     let data_dir = dir.path().to_str().unwrap();
@@ -103,6 +175,7 @@ async fn postgres_prints_what_sqlite_prints(pool: sqlx::PgPool) {
     let store = Store::from_pg(pool.clone());
     store.migrate().await.expect("migrate");
     seed::history(&store).await;
+    seed::fleet(&store).await;
     let db: String = sqlx::query_scalar("SELECT current_database()")
         .fetch_one(&pool)
         .await
@@ -113,13 +186,29 @@ async fn postgres_prints_what_sqlite_prints(pool: sqlx::PgPool) {
         None => panic!("DATABASE_URL without a database: {base}"),
     };
     let dir = seeded_sqlite().await;
-    for extra in [&[][..], &["--format", "csv", "--namespace", "pay"][..]] {
-        let (code, pg, err) = trends(&[("DATABASE_URL", &url)], &args(extra));
+    let fleet = [
+        "--repo",
+        "acme/fleet",
+        "--format",
+        "json",
+        "--from",
+        "2026-11-01",
+        "--to",
+        "2026-11-04",
+    ];
+    let cases: [Vec<&str>; 4] = [
+        args(&[]),
+        args(&["--format", "csv", "--namespace", "pay"]),
+        [&fleet[..], &["--cluster", "prod-us"]].concat(),
+        [&fleet[..], &["--namespace", "shop"]].concat(),
+    ];
+    for case in cases {
+        let (code, pg, err) = trends(&[("DATABASE_URL", &url)], &case);
         assert_eq!(code, 0, "{err}");
         let (_, lite, _) = trends(
             &[("MESHWARD_DATA_DIR", dir.path().to_str().unwrap())],
-            &args(extra),
+            &case,
         );
-        assert_eq!(pg, lite, "{extra:?}");
+        assert_eq!(pg, lite, "{case:?}");
     }
 }

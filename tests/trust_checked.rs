@@ -255,31 +255,74 @@ fn a_third_copy_of_an_object_is_reported_and_introduced_by_its_change() {
     );
 }
 
-#[test]
-fn a_revision_git_cannot_extract_is_reported_with_gits_own_words() {
-    let (repo, base) = repo_of("failing-root");
-    // A kustomization that renders, so the only failure is extracting the revision.
-    repo.write(
-        "apps/shop/kustomization.yaml",
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: shop\nresources:\n  - deployment.yaml\n",
-    );
-    repo.write("docs/notes.txt", "a file no check reads\n");
-    let head = repo.commit("fix the kustomization");
-    // Lose the blob of a file meshward never reads: only `git archive` needs it.
-    let blob = repo.git(&["rev-parse", &format!("{head}:docs/notes.txt")]);
+/// Deletes the loose object of `path` at `rev`, as a partial or pruned clone lacks it.
+fn lose_blob(repo: &GitRepo, rev: &str, path: &str) -> String {
+    let blob = repo.git(&["rev-parse", &format!("{rev}:{path}")]);
     let object = repo
         .path()
         .join(".git/objects")
         .join(&blob[..2])
         .join(&blob[2..]);
     std::fs::remove_file(&object).expect("remove the loose object");
+    blob
+}
+
+#[test]
+fn a_blob_no_render_reads_can_be_missing_from_the_clone() {
+    let (repo, base) = repo_of("failing-root");
+    // A kustomization that renders, so head has nothing else to fail on.
+    repo.write(
+        "apps/shop/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: shop\nresources:\n  - deployment.yaml\n",
+    );
+    repo.write("docs/notes.txt", "a file no check reads\n");
+    let head = repo.commit("fix the kustomization");
+    lose_blob(&repo, &head, "docs/notes.txt");
     let report = check_change(&repo, &base, &head);
-    let failed = with_rule(&report, "render/failed");
-    assert_eq!(failed.len(), 1, "{:#?}", report.findings);
+    let shop = report
+        .summary
+        .roots
+        .iter()
+        .find(|r| r.root.contains("apps/shop"))
+        .expect("the shop root is listed");
+    assert_eq!(
+        shop.outcome,
+        RootStatus::Rendered,
+        "{:#?}",
+        report.summary.roots
+    );
     assert!(
-        failed[0].message.contains(&blob[..7]) || failed[0].message.contains("unable to read"),
-        "git's message is the cause: {}",
-        failed[0].message
+        with_rule(&report, "render/failed")
+            .iter()
+            .all(|f| f.status != Status::Introduced),
+        "{:#?}",
+        report.findings
+    );
+}
+
+#[test]
+fn a_blob_a_root_reads_missing_from_the_clone_fails_that_root_with_gits_words() {
+    let (repo, base) = repo_of("failing-root");
+    repo.write(
+        "apps/shop/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: shop\nresources:\n  - deployment.yaml\nconfigMapGenerator:\n  - name: shop-settings\n    files:\n      - settings.properties\n",
+    );
+    repo.write("apps/shop/settings.properties", "currency=EUR\n");
+    let head = repo.commit("settings for the shop");
+    let blob = lose_blob(&repo, &head, "apps/shop/settings.properties");
+    let report = check_change(&repo, &base, &head);
+    // Base failed on its own (a missing resource file); head fails on the blob.
+    let failed: Vec<_> = with_rule(&report, "render/failed")
+        .into_iter()
+        .filter(|f| f.message.contains("settings.properties"))
+        .collect();
+    assert_eq!(failed.len(), 1, "{:#?}", report.findings);
+    let message = &failed[0].message;
+    assert!(
+        message.contains("apps/shop/settings.properties")
+            && message.contains(&format!("{blob} missing"))
+            && message.contains("git fetch"),
+        "names the file, git's words and the fix: {message}"
     );
     assert_eq!(report.summary.verdict, Verdict::Fail);
 }

@@ -1,7 +1,9 @@
 use super::*;
+use crate::store::NamespaceMetrics;
 use crate::store::{BucketRow, CoverageNumbers, FindingCounts};
 use crate::trends::views::LatestView;
-use crate::trends::{build_series, Range};
+use crate::trends::{build_series, Range, Scope};
+use chart::{Chart, Line};
 
 fn metrics(workloads: i64, with_proxy: i64, strict: i64) -> Metrics {
     Metrics {
@@ -28,6 +30,11 @@ fn metrics(workloads: i64, with_proxy: i64, strict: i64) -> Metrics {
 }
 
 fn series() -> Series {
+    series_of(Scope::default(), 0)
+}
+
+/// The seeded days, for `scope`, with `more` workloads with a proxy on each.
+fn series_of(scope: Scope, more: i64) -> Series {
     // 2026-11-01 .. 2026-11-04: data, gap, data, errored.
     let range = Range::new(Some("2026-11-01"), Some("2026-11-05"), Interval::Day, 0).unwrap();
     let day = |d: i64| range.start_ms + d * 86_400_000 + 3_600_000;
@@ -47,11 +54,11 @@ fn series() -> Series {
     };
     build_series(
         "acme/gitops",
-        None,
+        scope,
         &range,
         vec![
-            row(0, 'a', Some(metrics(4, 2, 0))),
-            row(2, 'c', Some(metrics(5, 5, 2))),
+            row(0, 'a', Some(metrics(4 + more, 2 + more, 0))),
+            row(2, 'c', Some(metrics(5 + more, 5 + more, 2))),
             row(3, 'd', None),
         ],
     )
@@ -124,7 +131,12 @@ fn repo_page_shows_gaps_with_their_reasons_and_escapes_errors() {
     let s = series();
     let html = repo_page(&RepoPage {
         series: &s,
-        namespaces: &[("shop".into(), metrics(3, 3, 1))],
+        cluster_series: &[],
+        namespaces: &[NamespaceMetrics {
+            cluster: None,
+            namespace: "shop".into(),
+            metrics: metrics(3, 3, 1),
+        }],
         runs: &[],
         query: &[("from".into(), "2026-11-01".into())],
     });
@@ -137,4 +149,106 @@ fn repo_page_shows_gaps_with_their_reasons_and_escapes_errors() {
     assert!(html.contains("href=\"/repos/acme/gitops?from=2026-11-01&amp;namespace=shop\""));
     assert_eq!(html.matches("<svg").count(), 5);
     assert!(html.contains("2 of 4 have one"));
+}
+
+#[test]
+fn repo_page_draws_a_line_per_cluster_and_links_each_cluster() {
+    let mut s = series();
+    s.clusters = vec!["prod-eu".into(), "prod-<us>".into()];
+    let eu = series_of(
+        Scope {
+            cluster: Some("prod-eu"),
+            namespace: None,
+        },
+        0,
+    );
+    let us = series_of(
+        Scope {
+            cluster: Some("prod-<us>"),
+            namespace: None,
+        },
+        1,
+    );
+    let html = repo_page(&RepoPage {
+        series: &s,
+        cluster_series: &[eu, us],
+        namespaces: &[
+            NamespaceMetrics {
+                cluster: Some("prod-eu".into()),
+                namespace: "shop".into(),
+                metrics: metrics(3, 3, 1),
+            },
+            NamespaceMetrics {
+                cluster: Some("prod-<us>".into()),
+                namespace: "shop".into(),
+                metrics: metrics(4, 4, 1),
+            },
+        ],
+        runs: &[],
+        query: &[("from".into(), "2026-11-01".into())],
+    });
+    assert_eq!(html.matches("<svg").count(), 8, "5 charts, 3 by cluster");
+    let by_cluster = &html[html.find("id=\"chart-clusters-proxy\"").unwrap()..];
+    let by_cluster = &by_cluster[..by_cluster.find("</figure>").unwrap()];
+    for (cluster, values) in [("prod-eu", ["2", "5"]), ("prod-&lt;us&gt;", ["3", "6"])] {
+        assert!(
+            by_cluster.contains(&format!("</span>{cluster}</li>")),
+            "a legend entry for {cluster}: {by_cluster}"
+        );
+        for v in values {
+            assert!(
+                by_cluster.contains(&format!("data-series=\"{cluster}\" data-value=\"{v}\"")),
+                "{cluster} = {v}: {by_cluster}"
+            );
+        }
+    }
+    // Every cluster is reachable, keeping the range; namespaces link into theirs.
+    assert!(html.contains("href=\"/repos/acme/gitops?cluster=prod-eu&amp;from=2026-11-01\""));
+    assert!(html.contains("href=\"/repos/acme/gitops?cluster=prod-%3Cus%3E&amp;from=2026-11-01\""));
+    assert!(html.contains(
+        "href=\"/repos/acme/gitops?cluster=prod-eu&amp;from=2026-11-01&amp;namespace=shop\""
+    ));
+    assert!(
+        html.contains("<th>cluster</th>"),
+        "the namespaces say their cluster"
+    );
+    assert!(!html.contains("<us>"), "names are escaped");
+
+    // One cluster's page: its own charts, no by-cluster charts, the way back.
+    let mut one = series_of(
+        Scope {
+            cluster: Some("prod-eu"),
+            namespace: None,
+        },
+        0,
+    );
+    one.clusters = s.clusters.clone();
+    let html = repo_page(&RepoPage {
+        series: &one,
+        cluster_series: &[],
+        namespaces: &[],
+        runs: &[],
+        query: &[("cluster".into(), "prod-eu".into())],
+    });
+    assert!(
+        html.contains("<h1>acme/gitops · cluster prod-eu</h1>"),
+        "{html}"
+    );
+    assert_eq!(html.matches("<svg").count(), 5);
+    assert!(html.contains("class=\"on\" href=\"/repos/acme/gitops?cluster=prod-eu\""));
+    assert!(html.contains("href=\"/repos/acme/gitops\" data-cluster=\"\""));
+}
+
+#[test]
+fn a_repository_with_one_cluster_shows_no_cluster_controls() {
+    let s = series();
+    let html = repo_page(&RepoPage {
+        series: &s,
+        cluster_series: &[],
+        namespaces: &[],
+        runs: &[],
+        query: &[],
+    });
+    assert!(!html.contains("id=\"clusters\""));
+    assert!(!html.contains("By cluster"));
 }

@@ -430,10 +430,19 @@ fn render_roots(
     });
     // From git, only what these roots read is extracted.
     let needs = render_inputs(tree, roots);
+    let mut missing = Vec::new();
     let repo_dir = match dir {
         Ok(dir) => dir
             .ensure(&needs)
-            .map(|_| dir.path().to_path_buf())
+            .map(|_| {
+                missing.extend(
+                    dir.missing()
+                        .into_iter()
+                        .flatten()
+                        .map(|(p, o)| (p.clone(), o.clone())),
+                );
+                dir.path().to_path_buf()
+            })
             .map_err(|e| format!("{e:#}")),
         Err(why) => Err(why.clone()),
     };
@@ -465,7 +474,7 @@ fn render_roots(
     roots
         .par_iter()
         .map(|r| {
-            let out = match oversized_input(tree, r) {
+            let out = match oversized_input(tree, r).or_else(|| unreadable_input(&missing, r)) {
                 Some(refused) => refused,
                 None => render_root(r, &repo_dir, settings.tools, &settings.limits, &read),
             };
@@ -543,6 +552,28 @@ fn oversized_input(tree: &Tree, root: &PlannedRoot) -> Option<Rendered> {
                 root.root.entry_line,
                 format!(
                     "{} was not rendered: it reads {path} ({size} bytes), over the size limit for a file, so nothing it deploys was checked. Shrink or split the file, or exclude the root (render.exclude)",
+                    root.root.label()
+                ),
+            ),
+            root,
+        )],
+    })
+}
+
+/// A root that reads a file whose blob the clone lacks is not handed to its tool,
+/// which would fail on the absent file with words that hide the cause.
+fn unreadable_input(missing: &[(String, String)], root: &PlannedRoot) -> Option<Rendered> {
+    let (path, object) = missing.iter().find(|(p, _)| root.reads(p))?;
+    Some(Rendered {
+        resources: Vec::new(),
+        findings: vec![of_root(
+            input_finding(
+                "render/failed",
+                Severity::Error,
+                &root.root.entry,
+                root.root.entry_line,
+                format!(
+                    "{} was not rendered, so nothing it deploys was checked: it reads {path}, and git cannot read that file's content (`git cat-file` says \"{object} missing\": the clone is shallow, partial or pruned). Fetch the missing objects (for example `git fetch --unshallow`, or clone without `--filter`) and run again",
                     root.root.label()
                 ),
             ),

@@ -5,7 +5,7 @@ use super::auth::Access;
 use super::AppState;
 use crate::store::{JobKind, RunsPageQuery};
 use crate::trends::views::{self, run_view, RepoView, RunView};
-use crate::trends::{self, Interval, LoadError, Range, TrendsError};
+use crate::trends::{self, Interval, LoadError, Range, Scope, TrendsError};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
@@ -52,7 +52,9 @@ impl From<TrendsError> for ApiError {
 impl From<LoadError> for ApiError {
     fn from(e: LoadError) -> Self {
         match e {
-            LoadError::UnknownRepo(_) => ApiError(StatusCode::NOT_FOUND, e.to_string()),
+            LoadError::UnknownRepo(_) | LoadError::UnknownCluster { .. } => {
+                ApiError(StatusCode::NOT_FOUND, e.to_string())
+            }
             LoadError::Other(e) => e.into(),
         }
     }
@@ -155,6 +157,11 @@ pub fn namespace_param(ns: Option<&String>) -> Result<Option<&str>, TrendsError>
     }
 }
 
+/// One cluster of the repository (see [`trends::cluster_name`]).
+pub fn cluster_param(cluster: Option<&String>) -> Result<Option<&str>, TrendsError> {
+    trends::cluster_name(cluster.map(String::as_str))
+}
+
 /// The range a request asks for (the dashboard uses the same parameters).
 pub fn range_param(q: &HashMap<String, String>, now_ms: i64) -> Result<Range, TrendsError> {
     let interval = match q.get("interval").map(String::as_str) {
@@ -174,11 +181,14 @@ async fn coverage(
     Path((owner, repo)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    params(&q, &["from", "to", "interval", "namespace"])?;
+    params(&q, &["from", "to", "interval", "cluster", "namespace"])?;
     let repo = repo_name(&owner, &repo)?;
-    let namespace = namespace_param(q.get("namespace"))?;
+    let scope = Scope {
+        cluster: cluster_param(q.get("cluster"))?,
+        namespace: namespace_param(q.get("namespace"))?,
+    };
     let range = range_param(&q, state.clock.now_ms())?;
-    let series = trends::load_series(&state.store, &repo, namespace, &range).await?;
+    let series = trends::load_series(&state.store, &repo, scope, &range).await?;
     Ok(Json(series).into_response())
 }
 

@@ -7,7 +7,7 @@ use super::auth::{Access, SESSION_COOKIE};
 use super::AppState;
 use crate::dashboard;
 use crate::store::RunsPageQuery;
-use crate::trends::{self, LoadError};
+use crate::trends::{LoadError, RepoHistory, Scope};
 use axum::extract::{Form, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -256,8 +256,15 @@ async fn run_inner(
     })?;
     let findings = state.store.findings(id).await?;
     let namespaces = state.store.namespace_metrics(id).await?;
+    let coverage = state.store.coverage(id).await?;
     let view = crate::trends::views::run_view(found, &state.api.github_web_url);
-    Ok(dashboard::run_page(&name, &view, &findings, &namespaces))
+    Ok(dashboard::run_page(
+        &name,
+        &view,
+        &findings,
+        &namespaces,
+        &coverage,
+    ))
 }
 
 async fn repo_inner(
@@ -266,24 +273,42 @@ async fn repo_inner(
     repo: &str,
     q: &HashMap<String, String>,
 ) -> Result<String, ApiError> {
-    api::params(q, &["from", "to", "interval", "namespace"])?;
+    api::params(q, &["from", "to", "interval", "cluster", "namespace"])?;
     let name = api::repo_name(owner, repo)?;
-    let namespace = api::namespace_param(q.get("namespace"))?;
+    let scope = Scope {
+        cluster: api::cluster_param(q.get("cluster"))?,
+        namespace: api::namespace_param(q.get("namespace"))?,
+    };
     let range = api::range_param(q, state.clock.now_ms())?;
-    let (repo_id, _) = state
-        .store
-        .find_repo(&name)
-        .await?
-        .ok_or_else(|| LoadError::UnknownRepo(name.clone()))?;
-    let series = trends::load_series(&state.store, &name, namespace, &range).await?;
-    let namespaces = match (namespace, series.latest().and_then(|p| p.run.as_ref())) {
-        (None, Some(run)) => state.store.namespace_metrics(run.id).await?,
+    let history = RepoHistory::open(&state.store, &name).await?;
+    let series = history.series(&state.store, scope, &range).await?;
+    let mut cluster_series = Vec::new();
+    if scope.cluster.is_none() {
+        for cluster in history.clusters.iter().take(dashboard::MAX_CLUSTER_LINES) {
+            let of_cluster = Scope {
+                cluster: Some(cluster),
+                ..scope
+            };
+            cluster_series.push(history.series(&state.store, of_cluster, &range).await?);
+        }
+    }
+    let namespaces = match (
+        scope.namespace,
+        series.latest().and_then(|p| p.run.as_ref()),
+    ) {
+        (None, Some(run)) => state
+            .store
+            .namespace_metrics(run.id)
+            .await?
+            .into_iter()
+            .filter(|n| scope.cluster.is_none() || n.cluster.as_deref() == scope.cluster)
+            .collect(),
         _ => Vec::new(),
     };
     let (runs, _) = state
         .store
         .runs_page(&RunsPageQuery {
-            repo_id,
+            repo_id: history.repo_id,
             limit: 20,
             ..Default::default()
         })
@@ -294,15 +319,19 @@ async fn repo_inner(
         .collect();
     let mut query: Vec<(String, String)> = q
         .iter()
-        .filter(|(k, v)| k.as_str() != "namespace" && !v.is_empty())
+        .filter(|(k, v)| !matches!(k.as_str(), "cluster" | "namespace") && !v.is_empty())
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     query.sort();
-    if let Some(ns) = namespace {
+    if let Some(c) = scope.cluster {
+        query.push(("cluster".into(), c.into()));
+    }
+    if let Some(ns) = scope.namespace {
         query.push(("namespace".into(), ns.into()));
     }
     Ok(dashboard::repo_page(&dashboard::RepoPage {
         series: &series,
+        cluster_series: &cluster_series,
         namespaces: &namespaces,
         runs: &runs,
         query: &query,

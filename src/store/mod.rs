@@ -15,6 +15,7 @@ mod pool;
 mod publications;
 mod queue;
 mod runs;
+mod scopes;
 mod trends;
 mod types;
 

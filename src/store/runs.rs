@@ -6,7 +6,8 @@ use super::{
     CoverageRecord, EvidenceRecord, FindingRecord, Job, NamespaceCoverageRecord, NewRun, RunFilter,
     RunRecord, Store, TotalCoverageRecord,
 };
-use crate::report::Report;
+use crate::model::coverage::{Coverage, NamespaceCoverage};
+use crate::report::{CoverageReport, Report};
 use anyhow::{Context, Result};
 
 /// The columns of a [`RunRecord`], from `runs` aliased `r`.
@@ -57,7 +58,7 @@ macro_rules! insert_run {
             for chunk in report.findings.chunks(500) {
                 let mut qb = sqlx::QueryBuilder::new(
                     "INSERT INTO findings (run_id, rule, severity, status, resource_api_version, resource_kind, \
-                         resource_namespace, resource_name, file, line, message, istio_code, field_path) ",
+                         resource_namespace, resource_name, file, line, message, istio_code, field_path, cluster) ",
                 );
                 qb.push_values(chunk, |mut b, f| {
                     let r = f.resource.as_ref();
@@ -73,18 +74,20 @@ macro_rules! insert_run {
                         .push_bind(i64::from(f.line))
                         .push_bind(f.message.clone())
                         .push_bind(f.istio_code.clone())
-                        .push_bind(serde_json::to_string(&f.path).unwrap_or_else(|_| "[]".into()));
+                        .push_bind(serde_json::to_string(&f.path).unwrap_or_else(|_| "[]".into()))
+                        .push_bind(f.cluster.clone().unwrap_or_default());
                 });
                 qb.build().execute(&mut *$tx).await?;
             }
             let per_ns: Vec<_> = $crate::store::finding_counts_by_namespace(&report.findings).into_iter().collect();
             for chunk in per_ns.chunks(500) {
                 let mut qb = sqlx::QueryBuilder::new(
-                    "INSERT INTO namespace_findings (run_id, namespace, errors, warnings, infos, \
+                    "INSERT INTO namespace_findings (run_id, cluster, namespace, errors, warnings, infos, \
                          introduced, existing, resolved) ",
                 );
-                qb.push_values(chunk, |mut b, (ns, c)| {
+                qb.push_values(chunk, |mut b, ((cluster, ns), c)| {
                     b.push_bind(run_id)
+                        .push_bind(cluster.clone())
                         .push_bind(ns.clone())
                         .push_bind(c.error)
                         .push_bind(c.warning)
@@ -95,53 +98,64 @@ macro_rules! insert_run {
                 });
                 qb.build().execute(&mut *$tx).await?;
             }
-            let revisions = [("base", report.coverage.base.as_ref()), ("head", Some(&report.coverage.head))];
-            for (revision, cov) in revisions {
-                let Some(cov) = cov else { continue };
-                let t = &cov.total;
-                sqlx::query(
-                    "INSERT INTO coverage_totals (run_id, revision, namespaces, namespaces_strict, namespaces_injected, \
-                         workloads, workloads_with_proxy, selectors_effective, selectors_ineffective, \
-                         workload_entries_selected, workload_entries_total, namespaces_permissive, \
-                         namespaces_disable) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                )
-                .bind(run_id)
-                .bind(revision)
-                .bind(t.namespaces as i64)
-                .bind(t.namespaces_strict as i64)
-                .bind(t.namespaces_injected as i64)
-                .bind(t.workloads as i64)
-                .bind(t.workloads_with_proxy as i64)
-                .bind(t.selectors_effective as i64)
-                .bind(t.selectors_ineffective as i64)
-                .bind(t.workload_entries_selected as i64)
-                .bind(t.workload_entries_total as i64)
-                .bind(cov.namespaces.values().filter(|n| n.mtls_mode == "PERMISSIVE").count() as i64)
-                .bind(cov.namespaces.values().filter(|n| n.mtls_mode == "DISABLE").count() as i64)
-                .execute(&mut *$tx)
-                .await?;
-                let namespaces: Vec<_> = cov.namespaces.iter().collect();
-                for chunk in namespaces.chunks(500) {
-                    let mut qb = sqlx::QueryBuilder::new(
-                        "INSERT INTO coverage_namespaces (run_id, revision, namespace, mtls_mode, workloads, \
-                             workloads_with_proxy, selectors_effective, selectors_ineffective, \
-                             workload_entries_selected, workload_entries_total) ",
-                    );
-                    qb.push_values(chunk, |mut b, (name, n)| {
-                        b.push_bind(run_id)
-                            .push_bind(revision)
-                            .push_bind((*name).clone())
-                            .push_bind(n.mtls_mode.clone())
-                            .push_bind(n.workloads as i64)
-                            .push_bind(n.workloads_with_proxy as i64)
-                            .push_bind(n.selectors_effective as i64)
-                            .push_bind(n.selectors_ineffective as i64)
-                            .push_bind(n.workload_entries_selected as i64)
-                            .push_bind(n.workload_entries_total as i64);
-                    });
-                    qb.build().execute(&mut *$tx).await?;
-                }
+            let rows = $crate::store::runs::CoverageRows::of(&report.coverage);
+            for chunk in rows.totals.chunks(200) {
+                let mut qb = sqlx::QueryBuilder::new(
+                    "INSERT INTO coverage_totals (run_id, revision, cluster, namespaces, namespaces_strict, \
+                         namespaces_injected, workloads, workloads_with_proxy, selectors_effective, \
+                         selectors_ineffective, workload_entries_selected, workload_entries_total, \
+                         namespaces_permissive, namespaces_disable) ",
+                );
+                qb.push_values(chunk, |mut b, (revision, cluster, cov)| {
+                    let t = &cov.total;
+                    let mode = |m: &str| cov.namespaces.values().filter(|n| n.mtls_mode == m).count() as i64;
+                    b.push_bind(run_id)
+                        .push_bind(*revision)
+                        .push_bind(cluster.to_string())
+                        .push_bind(t.namespaces as i64)
+                        .push_bind(t.namespaces_strict as i64)
+                        .push_bind(t.namespaces_injected as i64)
+                        .push_bind(t.workloads as i64)
+                        .push_bind(t.workloads_with_proxy as i64)
+                        .push_bind(t.selectors_effective as i64)
+                        .push_bind(t.selectors_ineffective as i64)
+                        .push_bind(t.workload_entries_selected as i64)
+                        .push_bind(t.workload_entries_total as i64)
+                        .push_bind(mode("PERMISSIVE"))
+                        .push_bind(mode("DISABLE"));
+                });
+                qb.build().execute(&mut *$tx).await?;
+            }
+            let clusters: std::collections::BTreeSet<&str> =
+                rows.totals.iter().map(|(_, c, _)| *c).filter(|c| !c.is_empty()).collect();
+            if !clusters.is_empty() {
+                let mut qb = sqlx::QueryBuilder::new("INSERT INTO repo_clusters (repo_id, cluster) ");
+                qb.push_values(&clusters, |mut b, c| {
+                    b.push_bind(run.repo_id).push_bind(c.to_string());
+                });
+                qb.push(" ON CONFLICT (repo_id, cluster) DO NOTHING");
+                qb.build().execute(&mut *$tx).await?;
+            }
+            for chunk in rows.namespaces.chunks(500) {
+                let mut qb = sqlx::QueryBuilder::new(
+                    "INSERT INTO coverage_namespaces (run_id, revision, cluster, namespace, mtls_mode, workloads, \
+                         workloads_with_proxy, selectors_effective, selectors_ineffective, \
+                         workload_entries_selected, workload_entries_total) ",
+                );
+                qb.push_values(chunk, |mut b, (revision, cluster, name, n)| {
+                    b.push_bind(run_id)
+                        .push_bind(*revision)
+                        .push_bind(cluster.to_string())
+                        .push_bind(name.to_string())
+                        .push_bind(n.mtls_mode.clone())
+                        .push_bind(n.workloads as i64)
+                        .push_bind(n.workloads_with_proxy as i64)
+                        .push_bind(n.selectors_effective as i64)
+                        .push_bind(n.selectors_ineffective as i64)
+                        .push_bind(n.workload_entries_selected as i64)
+                        .push_bind(n.workload_entries_total as i64);
+                });
+                qb.build().execute(&mut *$tx).await?;
             }
             if let Some(evidence) = &report.evidence {
                 let rows = $crate::store::EvidenceRecord::of(evidence);
@@ -173,6 +187,61 @@ macro_rules! insert_run {
     }};
 }
 pub(super) use insert_run;
+
+/// The coverage rows a report stores, as `(revision, cluster, …)` with cluster ''
+/// for the whole repository. Totals: the whole repository, and each cluster where
+/// there are several. Namespaces: the whole repository's with one cluster; with
+/// several, each cluster's own (the whole repository's are keyed `cluster/namespace`,
+/// the same rows again).
+pub(crate) struct CoverageRows<'a> {
+    pub(crate) totals: Vec<(&'static str, &'a str, &'a Coverage)>,
+    pub(crate) namespaces: Vec<(&'static str, &'a str, &'a str, &'a NamespaceCoverage)>,
+}
+
+impl<'a> CoverageRows<'a> {
+    pub(crate) fn of(c: &'a CoverageReport) -> CoverageRows<'a> {
+        let revisions = |base: Option<&'a Coverage>, head: &'a Coverage| {
+            [("base", base), ("head", Some(head))]
+                .into_iter()
+                .filter_map(|(rev, cov)| cov.map(|cov| (rev, cov)))
+        };
+        let mut scopes: Vec<(&'static str, &'a str, &'a Coverage)> =
+            revisions(c.base.as_ref(), &c.head)
+                .map(|(rev, cov)| (rev, "", cov))
+                .collect();
+        let totals_of_repo = scopes.len();
+        let mut seen = std::collections::HashSet::new();
+        for cc in &c.clusters {
+            // '' is the whole repository's key, and a cluster is one row per
+            // revision: a nameless or repeated one would fail the whole run's insert
+            // (its numbers are in the whole repository's all the same).
+            if cc.cluster.is_empty() || !seen.insert(cc.cluster.as_str()) {
+                continue;
+            }
+            scopes.extend(
+                revisions(cc.base.as_ref(), &cc.head)
+                    .map(|(rev, cov)| (rev, cc.cluster.as_str(), cov)),
+            );
+        }
+        let per_namespace = if scopes.len() == totals_of_repo {
+            &scopes[..]
+        } else {
+            &scopes[totals_of_repo..]
+        };
+        let namespaces = per_namespace
+            .iter()
+            .flat_map(|(rev, cluster, cov)| {
+                cov.namespaces
+                    .iter()
+                    .map(move |(name, n)| (*rev, *cluster, name.as_str(), n))
+            })
+            .collect();
+        CoverageRows {
+            totals: scopes,
+            namespaces,
+        }
+    }
+}
 
 /// An `evidence` row; its queries and workloads are stored as JSON text.
 #[derive(sqlx::FromRow)]
@@ -210,9 +279,11 @@ impl TryFrom<EvidenceRow> for EvidenceRecord {
     }
 }
 
-/// A coverage row of one revision (`base` or `head`).
+/// A coverage row of one revision (`base` or `head`) and cluster ('' for the whole
+/// repository).
 #[derive(sqlx::FromRow)]
 struct Revision<T> {
+    cluster: String,
     revision: String,
     #[sqlx(flatten)]
     record: T,
@@ -345,7 +416,8 @@ impl Store {
 
     pub async fn findings(&self, run_id: i64) -> Result<Vec<FindingRecord>> {
         let sql = "SELECT rule, severity, status, resource_api_version, resource_kind, \
-                       resource_namespace, resource_name, file, line, message, istio_code, field_path \
+                       resource_namespace, resource_name, file, line, message, istio_code, field_path, \
+                       NULLIF(cluster, '') AS cluster \
                    FROM findings WHERE run_id = $1 ORDER BY id";
         let findings = with_pool!(self, p => {
             sqlx::query_as::<_, FindingRecord>(sql).bind(run_id).fetch_all(p).await?
@@ -364,16 +436,18 @@ impl Store {
         rows.into_iter().map(EvidenceRecord::try_from).collect()
     }
 
+    /// A run's coverage per revision: the whole repository first, then each cluster
+    /// where it deploys to several.
     pub async fn coverage(&self, run_id: i64) -> Result<Vec<CoverageRecord>> {
         let totals =
-            "SELECT revision, namespaces, namespaces_strict, namespaces_injected, workloads, \
+            "SELECT cluster, revision, namespaces, namespaces_strict, namespaces_injected, workloads, \
                           workloads_with_proxy, selectors_effective, selectors_ineffective, \
                           workload_entries_selected, workload_entries_total \
-                      FROM coverage_totals WHERE run_id = $1 ORDER BY revision";
-        let per_ns = "SELECT revision, namespace, mtls_mode, workloads, workloads_with_proxy, \
+                      FROM coverage_totals WHERE run_id = $1 ORDER BY cluster, revision";
+        let per_ns = "SELECT cluster, revision, namespace, mtls_mode, workloads, workloads_with_proxy, \
                           selectors_effective, selectors_ineffective, workload_entries_selected, \
                           workload_entries_total \
-                      FROM coverage_namespaces WHERE run_id = $1 ORDER BY revision, namespace";
+                      FROM coverage_namespaces WHERE run_id = $1 ORDER BY cluster, revision, namespace";
         let (totals, per_ns) = with_pool!(self, p => (
             sqlx::query_as::<_, Revision<TotalCoverageRecord>>(totals).bind(run_id).fetch_all(p).await?,
             sqlx::query_as::<_, Revision<NamespaceCoverageRecord>>(per_ns).bind(run_id).fetch_all(p).await?,
@@ -381,16 +455,102 @@ impl Store {
         let mut out: Vec<CoverageRecord> = totals
             .into_iter()
             .map(|t| CoverageRecord {
+                cluster: (!t.cluster.is_empty()).then_some(t.cluster),
                 revision: t.revision,
                 total: t.record,
                 namespaces: Vec::new(),
             })
             .collect();
         for ns in per_ns {
-            if let Some(c) = out.iter_mut().find(|c| c.revision == ns.revision) {
-                c.namespaces.push(ns.record);
+            let mut add = |cluster: Option<&str>, record: NamespaceCoverageRecord| {
+                let scope = out
+                    .iter_mut()
+                    .find(|c| c.revision == ns.revision && c.cluster.as_deref() == cluster);
+                if let Some(c) = scope {
+                    c.namespaces.push(record);
+                }
+            };
+            if ns.cluster.is_empty() {
+                add(None, ns.record);
+            } else {
+                // The whole repository's namespaces are each cluster's, keyed
+                // `cluster/namespace` as in the report (they are not stored twice).
+                let mut keyed = ns.record.clone();
+                keyed.namespace = format!("{}/{}", ns.cluster, keyed.namespace);
+                add(None, keyed);
+                add(Some(&ns.cluster), ns.record);
             }
         }
+        for c in &mut out {
+            c.namespaces.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+        }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::coverage::TotalCoverage;
+    use crate::report::ClusterCoverage;
+
+    fn cov(namespaces: &[&str], workloads: usize) -> Coverage {
+        Coverage {
+            total: TotalCoverage {
+                workloads,
+                ..Default::default()
+            },
+            namespaces: namespaces
+                .iter()
+                .map(|n| (n.to_string(), NamespaceCoverage::default()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn each_cluster_is_stored_once_beside_the_whole_repository() {
+        let one = CoverageReport {
+            base: None,
+            head: cov(&["shop"], 1),
+            clusters: Vec::new(),
+        };
+        let rows = CoverageRows::of(&one);
+        assert_eq!(rows.totals.len(), 1);
+        let ns: Vec<_> = rows.namespaces.iter().map(|r| (r.0, r.1, r.2)).collect();
+        assert_eq!(ns, [("head", "", "shop")]);
+
+        let cluster = |name: &str, w| ClusterCoverage {
+            cluster: name.into(),
+            base: None,
+            head: cov(&["shop"], w),
+        };
+        let several = CoverageReport {
+            base: Some(cov(&["eu/shop"], 2)),
+            head: cov(&["eu/shop", "us/shop"], 5),
+            clusters: vec![
+                cluster("eu", 2),
+                cluster("us", 3),
+                cluster("", 9),
+                cluster("us", 9),
+            ],
+        };
+        let rows = CoverageRows::of(&several);
+        let totals: Vec<_> = rows
+            .totals
+            .iter()
+            .map(|(rev, c, cov)| (*rev, *c, cov.total.workloads))
+            .collect();
+        assert_eq!(
+            totals,
+            [
+                ("base", "", 2),
+                ("head", "", 5),
+                ("head", "eu", 2),
+                ("head", "us", 3)
+            ],
+            "a nameless or repeated cluster is not stored apart"
+        );
+        let ns: Vec<_> = rows.namespaces.iter().map(|r| (r.0, r.1, r.2)).collect();
+        assert_eq!(ns, [("head", "eu", "shop"), ("head", "us", "shop")]);
     }
 }

@@ -6,21 +6,23 @@ use super::pool::with_pool;
 use super::runs::RUN_COLUMNS;
 use super::{
     BucketRow, CoverageNumbers, FindingCounts, LatestBaseline, Metrics, NamespaceCoverageRecord,
-    RepoOverview, RunOutcome, RunRecord, RunWithCoverage, RunsPageQuery, SeriesQuery, Store,
+    NamespaceMetrics, RepoOverview, RunOutcome, RunRecord, RunWithCoverage, RunsPageQuery,
+    SeriesQuery, Store,
 };
 use anyhow::{bail, Result};
 use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
 use std::collections::HashMap;
 
 /// The columns of a [`CoverageNumbers`], from `coverage_totals` aliased `t`.
-const TOTAL_COLUMNS: &str = "t.workloads, t.workloads_with_proxy, t.namespaces, \
+pub(super) const TOTAL_COLUMNS: &str = "t.workloads, t.workloads_with_proxy, t.namespaces, \
      t.namespaces_strict, t.namespaces_permissive, t.namespaces_disable, t.namespaces_injected, \
      t.selectors_effective, t.selectors_ineffective, t.workload_entries_selected, \
      t.workload_entries_total";
 
-/// The columns of a [`NamespaceMetrics`]: `coverage_namespaces` aliased `n` and
+/// The columns of a [`NamespaceRow`]: `coverage_namespaces` aliased `n` and
 /// `namespace_findings` aliased `f`.
-const NAMESPACE_COLUMNS: &str = "n.namespace, n.mtls_mode, n.workloads, n.workloads_with_proxy, \
+const NAMESPACE_COLUMNS: &str =
+    "n.cluster, n.namespace, n.mtls_mode, n.workloads, n.workloads_with_proxy, \
      n.selectors_effective, n.selectors_ineffective, n.workload_entries_selected, \
      n.workload_entries_total, f.errors, f.warnings, f.infos, f.introduced, f.existing, f.resolved";
 
@@ -58,10 +60,6 @@ impl JoinKey for CoverageNumbers {
 
 impl JoinKey for FindingCounts {
     const KEY: &'static str = "errors";
-}
-
-impl JoinKey for NamespaceMetrics {
-    const KEY: &'static str = "workloads";
 }
 
 impl JoinKey for LatestRun {
@@ -118,19 +116,20 @@ impl RunMetrics {
     }
 }
 
-/// One namespace's coverage and findings; a namespace without findings has no
-/// `namespace_findings` row.
+/// One namespace's coverage and findings in one cluster ('' with one cluster); a
+/// namespace without findings has no `namespace_findings` row.
 #[derive(FromRow)]
-struct NamespaceMetrics {
+struct NamespaceRow {
+    cluster: String,
     #[sqlx(flatten)]
     coverage: NamespaceCoverageRecord,
     #[sqlx(flatten)]
     findings: Joined<FindingCounts>,
 }
 
-impl NamespaceMetrics {
-    fn into_metrics(self) -> (String, Metrics) {
-        let c = self.coverage;
+impl From<NamespaceRow> for NamespaceMetrics {
+    fn from(r: NamespaceRow) -> NamespaceMetrics {
+        let c = r.coverage;
         let metrics = Metrics {
             coverage: CoverageNumbers {
                 workloads: c.workloads,
@@ -146,9 +145,13 @@ impl NamespaceMetrics {
                 workload_entries_total: c.workload_entries_total,
                 mtls_mode: Some(c.mtls_mode),
             },
-            findings: self.findings.0.unwrap_or_default(),
+            findings: r.findings.0.unwrap_or_default(),
         };
-        (c.namespace, metrics)
+        NamespaceMetrics {
+            cluster: (!r.cluster.is_empty()).then_some(r.cluster),
+            namespace: c.namespace,
+            metrics,
+        }
     }
 }
 
@@ -244,43 +247,45 @@ impl Store {
                 FROM runs \
                 WHERE repo_id = $1 AND kind = 'baseline' AND finished_at_ms >= $4 AND finished_at_ms < $5) ";
         let run = "r.bucket, r.baselines, r.id, r.head_sha, r.finished_at_ms, r.outcome, r.error";
-        let rows = match q.namespace {
-            None => {
-                let sql = format!(
-                    "{ranked} SELECT {run}, {RUN_FINDING_COLUMNS}, {TOTAL_COLUMNS} FROM ranked r \
-                     LEFT JOIN coverage_totals t ON t.run_id = r.id AND t.revision = 'head' \
-                     WHERE r.rn = 1 ORDER BY r.bucket"
-                );
-                let rows = with_pool!(self, p => {
-                    sqlx::query_as::<_, BucketRun<RunMetrics>>(&sql)
-                        .bind(q.repo_id).bind(q.offset_ms).bind(q.bucket_ms).bind(q.start_ms).bind(q.end_ms)
-                        .fetch_all(p)
-                        .await?
-                });
-                rows.into_iter()
-                    .map(|r| r.into_bucket(RunMetrics::metrics))
-                    .collect()
-            }
-            Some(namespace) => {
-                let sql = format!(
-                    "{ranked} SELECT {run}, {NAMESPACE_COLUMNS} FROM ranked r \
-                     LEFT JOIN coverage_namespaces n ON n.run_id = r.id AND n.revision = 'head' AND n.namespace = $6 \
-                     LEFT JOIN namespace_findings f ON f.run_id = r.id AND f.namespace = $6 \
-                     WHERE r.rn = 1 ORDER BY r.bucket"
-                );
-                let rows = with_pool!(self, p => {
-                    sqlx::query_as::<_, BucketRun<Joined<NamespaceMetrics>>>(&sql)
-                        .bind(q.repo_id).bind(q.offset_ms).bind(q.bucket_ms).bind(q.start_ms).bind(q.end_ms)
-                        .bind(namespace)
-                        .fetch_all(p)
-                        .await?
-                });
-                rows.into_iter()
-                    .map(|r| r.into_bucket(|m| m.0.map(|m| m.into_metrics().1)))
-                    .collect()
-            }
-        };
-        Ok(rows)
+        if q.cluster.is_none() && q.namespace.is_none() {
+            let sql = format!(
+                "{ranked} SELECT {run}, {RUN_FINDING_COLUMNS}, {TOTAL_COLUMNS} FROM ranked r \
+                 LEFT JOIN coverage_totals t ON t.run_id = r.id AND t.revision = 'head' AND t.cluster = '' \
+                 WHERE r.rn = 1 ORDER BY r.bucket"
+            );
+            let rows = with_pool!(self, p => {
+                sqlx::query_as::<_, BucketRun<RunMetrics>>(&sql)
+                    .bind(q.repo_id).bind(q.offset_ms).bind(q.bucket_ms).bind(q.start_ms).bind(q.end_ms)
+                    .fetch_all(p)
+                    .await?
+            });
+            return Ok(rows
+                .into_iter()
+                .map(|r| r.into_bucket(RunMetrics::metrics))
+                .collect());
+        }
+        // A cluster or a namespace: the bucket runs first, then their numbers for the
+        // scope by run id (index lookups whatever the planner thinks of the window).
+        let sql = format!("{ranked} SELECT {run}, {RUN_FINDING_COLUMNS} FROM ranked r WHERE r.rn = 1 ORDER BY r.bucket");
+        let runs = with_pool!(self, p => {
+            sqlx::query_as::<_, BucketRun<FindingCounts>>(&sql)
+                .bind(q.repo_id).bind(q.offset_ms).bind(q.bucket_ms).bind(q.start_ms).bind(q.end_ms)
+                .fetch_all(p)
+                .await?
+        });
+        let ids: Vec<i64> = runs
+            .iter()
+            .filter(|r| r.outcome != RunOutcome::Error)
+            .map(|r| r.id)
+            .collect();
+        let mut scoped = self.scoped_metrics(&ids, q.cluster, q.namespace).await?;
+        Ok(runs
+            .into_iter()
+            .map(|r| {
+                let metrics = scoped.remove(&r.id);
+                r.into_bucket(|_| metrics)
+            })
+            .collect())
     }
 
     /// A page of a repository's runs, newest first, with their coverage (head, and
@@ -306,7 +311,8 @@ impl Store {
             let mut coverage: HashMap<(i64, String), CoverageNumbers> = HashMap::new();
             if !runs.is_empty() {
                 let mut qb = sqlx::QueryBuilder::new(format!(
-                    "SELECT t.run_id, t.revision, {TOTAL_COLUMNS} FROM coverage_totals t WHERE t.run_id IN ("
+                    "SELECT t.run_id, t.revision, {TOTAL_COLUMNS} FROM coverage_totals t \
+                     WHERE t.cluster = '' AND t.run_id IN ("
                 ));
                 let mut ids = qb.separated(", ");
                 for r in &runs {
@@ -339,7 +345,7 @@ impl Store {
              LEFT JOIN runs r ON r.id = (SELECT x.id FROM runs x \
                  WHERE x.repo_id = p.github_id AND x.kind = 'baseline' AND x.outcome <> 'error' \
                  ORDER BY x.finished_at_ms DESC, x.id DESC LIMIT 1) \
-             LEFT JOIN coverage_totals t ON t.run_id = r.id AND t.revision = 'head' \
+             LEFT JOIN coverage_totals t ON t.run_id = r.id AND t.revision = 'head' AND t.cluster = '' \
              ORDER BY p.full_name"
         );
         let rows =
@@ -347,20 +353,19 @@ impl Store {
         Ok(rows.into_iter().map(RepoOverview::from).collect())
     }
 
-    /// Each namespace's coverage and findings in a run's head revision.
-    pub async fn namespace_metrics(&self, run_id: i64) -> Result<Vec<(String, Metrics)>> {
+    /// Each namespace's coverage and findings in a run's head revision, by cluster
+    /// (where the repository deploys to several) and name.
+    pub async fn namespace_metrics(&self, run_id: i64) -> Result<Vec<NamespaceMetrics>> {
         let sql = format!(
             "SELECT {NAMESPACE_COLUMNS} FROM coverage_namespaces n \
-             LEFT JOIN namespace_findings f ON f.run_id = n.run_id AND f.namespace = n.namespace \
-             WHERE n.run_id = $1 AND n.revision = 'head' ORDER BY n.namespace"
+             LEFT JOIN namespace_findings f ON f.run_id = n.run_id AND f.cluster = n.cluster \
+                 AND f.namespace = n.namespace \
+             WHERE n.run_id = $1 AND n.revision = 'head' ORDER BY n.cluster, n.namespace"
         );
         let rows = with_pool!(self, p => {
-            sqlx::query_as::<_, NamespaceMetrics>(&sql).bind(run_id).fetch_all(p).await?
+            sqlx::query_as::<_, NamespaceRow>(&sql).bind(run_id).fetch_all(p).await?
         });
-        Ok(rows
-            .into_iter()
-            .map(NamespaceMetrics::into_metrics)
-            .collect())
+        Ok(rows.into_iter().map(NamespaceMetrics::from).collect())
     }
 
     /// Retention: deletes PR runs (kind `check`) that finished before `before_ms`,
@@ -374,6 +379,9 @@ impl Store {
             let n = with_pool!(self, p => sqlx::query(sql).bind(before_ms).execute(p).await?.rows_affected());
             total += n;
             if n == 0 {
+                if total > 0 {
+                    self.prune_repo_clusters().await?;
+                }
                 return Ok(total);
             }
         }

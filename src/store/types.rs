@@ -267,6 +267,8 @@ pub struct FindingRecord {
     pub istio_code: Option<String>,
     /// JSON array: the field the finding is about.
     pub field_path: String,
+    /// The cluster it is about, in a repository that deploys to several.
+    pub cluster: Option<String>,
 }
 
 /// The evidence about one subject that a run's mTLS rules were judged on.
@@ -322,6 +324,8 @@ impl EvidenceRecord {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoverageRecord {
+    /// None: the whole repository; else one of the clusters it deploys to.
+    pub cluster: Option<String>,
     /// `base` or `head`.
     pub revision: String,
     pub total: TotalCoverageRecord,
@@ -355,8 +359,9 @@ pub struct NamespaceCoverageRecord {
 
 // ---------------------------------------------------------------- trends
 
-/// How much of the mesh a revision enforces: for a whole repository, or one
-/// namespace (then `namespaces` is 1 and `mtls_mode` says which mode it has).
+/// How much of the mesh a revision enforces: for a whole repository (or one of its
+/// clusters), or one namespace (then `namespaces` counts it once per cluster that has
+/// it, 1 in a repository with one cluster, and `mtls_mode` says which mode it has).
 /// Read as a row: the columns of `coverage_totals`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct CoverageNumbers {
@@ -368,7 +373,7 @@ pub struct CoverageNumbers {
     pub namespaces_disable: i64,
     /// Whole repository only (null for a namespace: not recorded per namespace).
     pub namespaces_injected: Option<i64>,
-    /// One namespace only: its effective mTLS mode.
+    /// One namespace only: its effective mTLS mode (None when its clusters differ).
     #[sqlx(skip)]
     pub mtls_mode: Option<String>,
     pub selectors_effective: i64,
@@ -431,6 +436,9 @@ pub struct SeriesQuery<'a> {
     pub end_ms: i64,
     pub bucket_ms: i64,
     pub offset_ms: i64,
+    /// One cluster of the repository; None: the whole repository.
+    pub cluster: Option<&'a str>,
+    /// One namespace (in `cluster`, else in every cluster that has it).
     pub namespace: Option<&'a str>,
 }
 
@@ -446,8 +454,8 @@ pub struct BucketRow {
     pub finished_at_ms: i64,
     pub outcome: RunOutcome,
     pub error: Option<String>,
-    /// None when the run has no coverage (it errored) or, for a namespace series,
-    /// the namespace is not in that commit.
+    /// None when the run has no coverage (it errored) or, for a cluster or namespace
+    /// series, the cluster or namespace is not in that commit.
     pub metrics: Option<Metrics>,
 }
 
@@ -459,6 +467,15 @@ pub struct RunsPageQuery {
     /// Runs with a smaller id than this (the cursor of the page before).
     pub before_id: Option<i64>,
     pub limit: i64,
+}
+
+/// One namespace's coverage and findings in a run's head revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceMetrics {
+    /// The cluster it is in, in a repository that deploys to several.
+    pub cluster: Option<String>,
+    pub namespace: String,
+    pub metrics: Metrics,
 }
 
 /// A run with its coverage in both revisions (base: PR runs only).
@@ -517,14 +534,16 @@ fn finding_namespace(f: &crate::finding::Finding) -> Option<&str> {
     }
 }
 
-/// Findings counted per namespace (see [`finding_namespace`]).
+/// Findings counted per cluster ('' where a finding names none) and namespace (see
+/// [`finding_namespace`]).
 pub(crate) fn finding_counts_by_namespace(
     findings: &[crate::finding::Finding],
-) -> std::collections::BTreeMap<String, FindingCounts> {
-    let mut out = std::collections::BTreeMap::<String, FindingCounts>::new();
+) -> std::collections::BTreeMap<(String, String), FindingCounts> {
+    let mut out = std::collections::BTreeMap::<(String, String), FindingCounts>::new();
     for f in findings {
         if let Some(ns) = finding_namespace(f) {
-            out.entry(ns.to_string()).or_default().add(f);
+            let cluster = f.cluster.clone().unwrap_or_default();
+            out.entry((cluster, ns.to_string())).or_default().add(f);
         }
     }
     out

@@ -3,9 +3,12 @@
 //! [`render`] turns a series into a table, CSV or JSON, the server into JSON and HTML.
 
 pub mod render;
+mod series;
 pub mod views;
 
-use crate::store::{BucketRow, Metrics, RunOutcome};
+pub use series::*;
+
+use crate::store::Metrics;
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -208,172 +211,6 @@ impl Range {
     pub fn buckets(&self) -> i64 {
         (self.end_ms - self.start_ms) / self.interval.size_ms()
     }
-}
-
-/// The run a point shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PointRun {
-    pub id: i64,
-    /// The commit on the default branch the baseline checked.
-    pub commit: String,
-    pub finished_at: String,
-    pub outcome: RunOutcome,
-}
-
-/// One bucket of a series: the last baseline that finished in it and its metrics,
-/// or a gap (`metrics` null) with the reason.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Point {
-    pub start: String,
-    pub end: String,
-    /// Baseline runs that finished in the bucket (errored ones included).
-    pub baselines: i64,
-    pub run: Option<PointRun>,
-    pub metrics: Option<Metrics>,
-    /// Why there are no metrics for this bucket; null when there are.
-    pub gap: Option<String>,
-}
-
-/// A coverage time series of one repository (or one namespace in it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Series {
-    pub repo: String,
-    pub namespace: Option<String>,
-    pub interval: Interval,
-    pub from: String,
-    pub to: String,
-    pub points: Vec<Point>,
-}
-
-impl Series {
-    pub fn gaps(&self) -> usize {
-        self.points.iter().filter(|p| p.metrics.is_none()).count()
-    }
-    /// The newest point with metrics.
-    pub fn latest(&self) -> Option<&Point> {
-        self.points.iter().rev().find(|p| p.metrics.is_some())
-    }
-}
-
-/// Builds the series from the store's rows (one per bucket that has a baseline):
-/// every bucket of `range` gets a point, the ones without metrics say why.
-pub fn build_series(
-    repo: &str,
-    namespace: Option<&str>,
-    range: &Range,
-    rows: Vec<BucketRow>,
-) -> Series {
-    let first = range.first_bucket();
-    let mut rows = rows.into_iter().peekable();
-    let mut points = Vec::with_capacity(range.buckets().max(0) as usize);
-    for b in first..first + range.buckets() {
-        let start = range.interval.bucket_start(b);
-        let end = range.interval.bucket_start(b + 1);
-        // Rows are ordered by bucket; skip any outside the range (there should be none).
-        while rows.peek().is_some_and(|r| r.bucket < b) {
-            rows.next();
-        }
-        let row = if rows.peek().is_some_and(|r| r.bucket == b) {
-            rows.next()
-        } else {
-            None
-        };
-        let point = match row {
-            None => Point {
-                start: format_time(start),
-                end: format_time(end),
-                baselines: 0,
-                run: None,
-                metrics: None,
-                gap: Some("no baseline run finished in this bucket".into()),
-            },
-            Some(r) => {
-                let gap = match (&r.metrics, r.outcome, namespace) {
-                    (Some(_), _, _) => None,
-                    (None, RunOutcome::Error, _) => Some(format!(
-                        "{} baseline run{} in this bucket failed; the last, of {}: {}",
-                        r.baselines,
-                        if r.baselines == 1 { "" } else { "s" },
-                        short_sha(&r.head_sha),
-                        clip(
-                            r.error
-                                .as_deref()
-                                .and_then(|e| e.lines().next())
-                                .unwrap_or("no error recorded"),
-                            200
-                        )
-                    )),
-                    (None, _, Some(ns)) => Some(format!(
-                        "namespace {ns} is not in commit {}",
-                        short_sha(&r.head_sha)
-                    )),
-                    (None, _, None) => Some(format!(
-                        "the baseline of {} stored no coverage",
-                        short_sha(&r.head_sha)
-                    )),
-                };
-                Point {
-                    start: format_time(start),
-                    end: format_time(end),
-                    baselines: r.baselines,
-                    run: Some(PointRun {
-                        id: r.run_id,
-                        commit: r.head_sha.clone(),
-                        finished_at: format_time(r.finished_at_ms),
-                        outcome: r.outcome,
-                    }),
-                    metrics: r.metrics,
-                    gap,
-                }
-            }
-        };
-        points.push(point);
-    }
-    Series {
-        repo: repo.to_string(),
-        namespace: namespace.map(str::to_string),
-        interval: range.interval,
-        from: format_time(range.start_ms),
-        to: format_time(range.end_ms),
-        points,
-    }
-}
-
-pub fn short_sha(sha: &str) -> &str {
-    sha.get(..12).unwrap_or(sha)
-}
-
-/// Why a series could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("no history for {0}: no installation or run of it is recorded in this store")]
-    UnknownRepo(String),
-    #[error(transparent)]
-    Other(#[from] anyhow::Error),
-}
-
-/// Reads the series of `repo` (`owner/name`, any case) over `range` from the store.
-pub async fn load_series(
-    store: &crate::store::Store,
-    repo: &str,
-    namespace: Option<&str>,
-    range: &Range,
-) -> Result<Series, LoadError> {
-    let (repo_id, name) = store
-        .find_repo(repo)
-        .await?
-        .ok_or_else(|| LoadError::UnknownRepo(repo.to_string()))?;
-    let rows = store
-        .series(&crate::store::SeriesQuery {
-            repo_id,
-            start_ms: range.start_ms,
-            end_ms: range.end_ms,
-            bucket_ms: range.interval.size_ms(),
-            offset_ms: range.interval.offset_ms(),
-            namespace,
-        })
-        .await?;
-    Ok(build_series(&name, namespace, range, rows))
 }
 
 /// A metric of a series, as tables, CSV, charts and gauges name it.

@@ -53,10 +53,15 @@ fn signed(n: i64) -> String {
 /// value, the change and a sparkline (one character per bucket).
 pub fn table(series: &Series) -> String {
     let mut out = String::new();
-    let scope = match &series.namespace {
+    let mut scope = match &series.namespace {
         Some(ns) => format!("namespace {ns}"),
         None => "all namespaces".to_string(),
     };
+    match &series.cluster {
+        Some(c) => scope = format!("cluster {c}, {scope}"),
+        None if !series.clusters.is_empty() => scope = format!("all clusters, {scope}"),
+        None => {}
+    }
     let with = series.points.len() - series.gaps();
     out.push_str(&format!(
         "{}, {scope}: per {} from {} to {} (UTC)\n",
@@ -65,6 +70,12 @@ pub fn table(series: &Series) -> String {
         series.from,
         series.to
     ));
+    if !series.clusters.is_empty() {
+        out.push_str(&format!(
+            "clusters: {} (--cluster NAME for one)\n",
+            series.clusters.join(", ")
+        ));
+    }
     out.push_str(&format!(
         "{} buckets: {with} with coverage, {} without (blank in the trend)\n",
         series.points.len(),

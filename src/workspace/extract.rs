@@ -4,7 +4,7 @@
 
 use super::{git, TEMP_PREFIX};
 use anyhow::{anyhow, bail, Context, Result};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
@@ -29,6 +29,8 @@ pub struct Partial {
     listing: Option<Vec<Entry>>,
     /// Paths extracted (or found missing) so far.
     done: BTreeSet<String>,
+    /// Paths whose blob the clone lacks, with the object git could not read.
+    missing: BTreeMap<String, String>,
     bytes: u64,
 }
 
@@ -45,12 +47,18 @@ impl Partial {
             prefix: prefix.to_string(),
             listing: None,
             done: BTreeSet::new(),
+            missing: BTreeMap::new(),
             bytes: 0,
         })
     }
 
     pub fn path(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Files a render wanted that the clone lacks: path and object id.
+    pub fn missing(&self) -> &BTreeMap<String, String> {
+        &self.missing
     }
 
     /// Extracts the files `wanted` picks that are not on disk yet.
@@ -73,7 +81,9 @@ impl Partial {
                 MAX_EXTRACTED_BYTES / (1024 * 1024)
             );
         }
-        write_blobs(&self.toplevel, &todo, self.dir.path())?;
+        for gone in write_blobs(&self.toplevel, &todo, self.dir.path())? {
+            self.missing.insert(gone.path.clone(), gone.object.clone());
+        }
         self.bytes += size;
         self.done.extend(todo.iter().map(|e| e.path.clone()));
         Ok(())
@@ -126,8 +136,9 @@ fn safe(path: &str) -> bool {
             .all(|c| matches!(c, Component::Normal(_)))
 }
 
-/// Streams the blobs from `git cat-file --batch` into their files under `dir`.
-fn write_blobs(toplevel: &Path, entries: &[&Entry], dir: &Path) -> Result<()> {
+/// Streams the blobs from `git cat-file --batch` into their files under `dir`;
+/// returns the entries whose blob the clone lacks.
+fn write_blobs<'a>(toplevel: &Path, entries: &[&'a Entry], dir: &Path) -> Result<Vec<&'a Entry>> {
     let mut child = git(toplevel)
         .args(["cat-file", "--batch"])
         .stdin(Stdio::piped())
@@ -144,11 +155,13 @@ fn write_blobs(toplevel: &Path, entries: &[&Entry], dir: &Path) -> Result<()> {
         Ok(())
     });
     let mut reader = BufReader::new(child.stdout.take().context("git cat-file stdout")?);
-    for e in entries {
+    let mut missing = Vec::new();
+    for e in entries.iter().copied() {
         let mut header = String::new();
         reader.read_line(&mut header)?;
         // "<object> missing": the clone lacks it; the roots that read it say so.
         if header.trim_end().ends_with(" missing") {
+            missing.push(e);
             continue;
         }
         let size: u64 = header
@@ -175,7 +188,7 @@ fn write_blobs(toplevel: &Path, entries: &[&Entry], dir: &Path) -> Result<()> {
         .map_err(|_| anyhow!("git cat-file writer panicked"))?
         .context("writing to git cat-file")?;
     child.wait()?;
-    Ok(())
+    Ok(missing)
 }
 
 #[cfg(test)]
@@ -227,5 +240,9 @@ mod tests {
             .expect("a missing blob is left out, not an error");
         assert!(whole.path().join("app/chart/Chart.yaml").is_file());
         assert!(!whole.path().join("gone.yaml").exists());
+        assert_eq!(
+            whole.missing().get("gone.yaml").map(String::as_str),
+            Some(gone.as_str())
+        );
     }
 }

@@ -418,6 +418,14 @@ impl Materialized {
             Materialized::Partial(p) => p.ensure(wanted),
         }
     }
+
+    /// Files a render wanted that a git commit's clone lacks: path and object id.
+    pub fn missing(&self) -> Option<&std::collections::BTreeMap<String, String>> {
+        match self {
+            Materialized::Borrowed(_) => None,
+            Materialized::Partial(p) => Some(p.missing()),
+        }
+    }
 }
 
 /// The revision as a folder on disk: a `Dir` as it is; a git commit as an empty

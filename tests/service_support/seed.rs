@@ -4,7 +4,7 @@
 use super::{NAMESPACE, REPO, REPO_ID};
 use meshward::finding::{Finding, ResourceRef, Severity, Status};
 use meshward::model::coverage::{Coverage, NamespaceCoverage, TotalCoverage};
-use meshward::report::{Report, Verdict};
+use meshward::report::{ClusterCoverage, Report, Verdict};
 use meshward::store::{JobKind, NewRun, RepoRecord, Store};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -153,28 +153,24 @@ pub fn report(head: &[Ns], base: Option<&[Ns]>) -> Report {
             findings.push(finding(n.name, i, Status::Resolved));
         }
     }
+    summarize(&mut r, findings, base.is_some());
+    r
+}
+
+/// Sets the report's findings and the summary's counts and verdict from them.
+fn summarize(r: &mut Report, findings: Vec<Finding>, with_base: bool) {
+    let count = |f: &dyn Fn(&Finding) -> bool| findings.iter().filter(|x| f(x)).count();
     let s = &mut r.summary;
-    s.introduced = findings
-        .iter()
-        .filter(|f| f.status == Status::Introduced)
-        .count();
-    s.existing = findings
-        .iter()
-        .filter(|f| f.status == Status::Existing)
-        .count();
-    s.resolved = findings
-        .iter()
-        .filter(|f| f.status == Status::Resolved)
-        .count();
-    s.errors = findings
-        .iter()
-        .filter(|f| f.status != Status::Resolved)
-        .count();
-    s.warnings = 0;
-    s.infos = 0;
+    s.introduced = count(&|f| f.status == Status::Introduced);
+    s.existing = count(&|f| f.status == Status::Existing);
+    s.resolved = count(&|f| f.status == Status::Resolved);
+    let open = |sev: Severity| move |f: &Finding| f.status != Status::Resolved && f.severity == sev;
+    s.errors = count(&open(Severity::Error));
+    s.warnings = count(&open(Severity::Warning));
+    s.infos = count(&open(Severity::Info));
     s.suppressed = 0;
-    s.blocking = if base.is_some() {
-        s.introduced
+    s.blocking = if with_base {
+        count(&|f| f.status == Status::Introduced && f.severity == Severity::Error)
     } else {
         s.errors
     };
@@ -184,6 +180,81 @@ pub fn report(head: &[Ns], base: Option<&[Ns]>) -> Report {
         Verdict::Pass
     };
     r.findings = findings;
+}
+
+/// The namespaces of each cluster of a revision.
+pub type Clusters<'a> = &'a [(&'a str, &'a [Ns])];
+
+/// A report of a repository that deploys to several clusters, as the check writes
+/// it: each cluster's coverage, the whole repository's added up (namespaces keyed
+/// `cluster/namespace`), findings naming their cluster, and one warning about a
+/// file that names none (it counts for the whole repository only).
+pub fn cluster_report(head: Clusters, base: Option<Clusters>) -> Report {
+    let mut r = template().clone();
+    r.suppressed.clear();
+    let of = |cs: Clusters| -> Vec<(String, Coverage)> {
+        cs.iter()
+            .map(|(c, nss)| (c.to_string(), coverage(nss)))
+            .collect()
+    };
+    let whole = |cs: &[(String, Coverage)]| {
+        let mut all = Coverage::default();
+        for (c, cov) in cs {
+            let (t, a) = (&cov.total, &mut all.total);
+            a.namespaces += t.namespaces;
+            a.namespaces_strict += t.namespaces_strict;
+            a.namespaces_injected += t.namespaces_injected;
+            a.workloads += t.workloads;
+            a.workloads_with_proxy += t.workloads_with_proxy;
+            a.selectors_effective += t.selectors_effective;
+            a.selectors_ineffective += t.selectors_ineffective;
+            a.workload_entries_selected += t.workload_entries_selected;
+            a.workload_entries_total += t.workload_entries_total;
+            for (ns, n) in &cov.namespaces {
+                all.namespaces.insert(format!("{c}/{ns}"), n.clone());
+            }
+        }
+        all
+    };
+    let heads = of(head);
+    let bases = base.map(of);
+    r.coverage.head = whole(&heads);
+    r.coverage.base = bases.as_deref().map(whole);
+    r.coverage.clusters = heads
+        .iter()
+        .map(|(c, h)| ClusterCoverage {
+            cluster: c.clone(),
+            base: bases
+                .as_ref()
+                .and_then(|b| b.iter().find(|(bc, _)| bc == c))
+                .map(|(_, b)| b.clone()),
+            head: h.clone(),
+        })
+        .collect();
+    r.summary.clusters = heads.iter().map(|(c, _)| c.clone()).collect();
+    let mut findings = Vec::new();
+    for (c, nss) in head {
+        for n in nss.iter() {
+            for i in 0..n.errors {
+                let mut f = finding(n.name, i, Status::Existing);
+                f.cluster = Some(c.to_string());
+                f.file = format!("clusters/{c}/{}", f.file);
+                findings.push(f);
+            }
+        }
+    }
+    findings.push(Finding {
+        rule: "render/setting-ignored".into(),
+        severity: Severity::Warning,
+        resource: None,
+        file: "clusters/README.yaml".into(),
+        line: 1,
+        path: Vec::new(),
+        message: "not a cluster folder".into(),
+        istio_code: None,
+        ..finding("none", 0, Status::Existing)
+    });
+    summarize(&mut r, findings, base.is_some());
     r
 }
 
@@ -206,17 +277,28 @@ pub async fn repo(store: &Store, full_name: &str, id: i64) {
 /// Stores a baseline of `REPO` at `at` (or an errored one when `head` is None).
 pub async fn baseline(store: &Store, sha: &str, at: i64, head: Option<&[Ns]>) -> i64 {
     let report = head.map(|h| report(h, None));
+    baseline_of(store, (REPO, REPO_ID), sha, at, report.as_ref()).await
+}
+
+/// Stores a baseline of `repo` (name and id) at `at` with `report` (None: errored).
+pub async fn baseline_of(
+    store: &Store,
+    repo: (&str, i64),
+    sha: &str,
+    at: i64,
+    report: Option<&Report>,
+) -> i64 {
     store
         .insert_run(&NewRun {
             kind: JobKind::Baseline,
-            repo_id: REPO_ID,
-            repo: REPO,
+            repo_id: repo.1,
+            repo: repo.0,
             pr_number: None,
             head_sha: sha,
             base_sha: None,
             started_at_ms: at - 60_000,
             finished_at_ms: at,
-            report: report.as_ref(),
+            report,
             error: if report.is_none() {
                 Some("unpacking acme/gitops: tarball over the limit")
             } else {
@@ -229,18 +311,37 @@ pub async fn baseline(store: &Store, sha: &str, at: i64, head: Option<&[Ns]>) ->
 
 /// Stores a PR run of `REPO`.
 pub async fn check(store: &Store, pr: i64, sha: &str, at: i64, head: &[Ns], base: &[Ns]) -> i64 {
-    let report = report(head, Some(base));
+    check_of(
+        store,
+        (REPO, REPO_ID),
+        pr,
+        sha,
+        at,
+        &report(head, Some(base)),
+    )
+    .await
+}
+
+/// Stores a PR run of `repo` (name and id) with `report`.
+pub async fn check_of(
+    store: &Store,
+    repo: (&str, i64),
+    pr: i64,
+    sha: &str,
+    at: i64,
+    report: &Report,
+) -> i64 {
     store
         .insert_run(&NewRun {
             kind: JobKind::Check,
-            repo_id: REPO_ID,
-            repo: REPO,
+            repo_id: repo.1,
+            repo: repo.0,
             pr_number: Some(pr),
             head_sha: sha,
             base_sha: Some("b".repeat(40).as_str()),
             started_at_ms: at - 60_000,
             finished_at_ms: at,
-            report: Some(&report),
+            report: Some(report),
             error: None,
         })
         .await
@@ -296,4 +397,52 @@ pub async fn history(store: &Store) {
         ns("new", "PERMISSIVE", 1, 0, 1),
     ];
     check(store, 8, &sha('9'), T0 + 4 * DAY + 10 * HOUR, &pr8, &day4).await;
+}
+
+/// The repository that deploys to several clusters.
+pub const FLEET: (&str, i64) = ("acme/fleet", 1003);
+
+/// The history of `FLEET` (times from `T0`, 2026-11-01; shas by letter):
+///
+/// | day | baseline (10:00) | prod-eu (mode, workloads/with proxy, errors)  | prod-us                                  |
+/// |-----|------------------|-----------------------------------------------|------------------------------------------|
+/// | 0   | f: one cluster   | (shop PERMISSIVE 4/2 e1, no cluster named)    |                                          |
+/// | 1   | g                | shop STRICT 4/4, pay PERMISSIVE 2/1 e1        | shop PERMISSIVE 3/1 e2                   |
+/// | 2   | h                | shop STRICT 5/5, pay STRICT 2/2               | shop STRICT 3/3 e1, web PERMISSIVE 2/0   |
+///
+/// Days 1 and 2 also have a warning about a file no cluster is named for. PR #3 (day
+/// 2, 09:00, sha i) goes from day 1 to day 2.
+pub async fn fleet(store: &Store) {
+    repo(store, FLEET.0, FLEET.1).await;
+    let day0 = report(&[ns("shop", "PERMISSIVE", 4, 2, 1)], None);
+    let day1: Clusters = &[
+        (
+            "prod-eu",
+            &[
+                ns("shop", "STRICT", 4, 4, 0),
+                ns("pay", "PERMISSIVE", 2, 1, 1),
+            ],
+        ),
+        ("prod-us", &[ns("shop", "PERMISSIVE", 3, 1, 2)]),
+    ];
+    let day2: Clusters = &[
+        (
+            "prod-eu",
+            &[ns("shop", "STRICT", 5, 5, 0), ns("pay", "STRICT", 2, 2, 0)],
+        ),
+        (
+            "prod-us",
+            &[
+                ns("shop", "STRICT", 3, 3, 1),
+                ns("web", "PERMISSIVE", 2, 0, 0),
+            ],
+        ),
+    ];
+    baseline_of(store, FLEET, &sha('f'), T0 + 10 * HOUR, Some(&day0)).await;
+    let g = cluster_report(day1, None);
+    baseline_of(store, FLEET, &sha('g'), T0 + DAY + 10 * HOUR, Some(&g)).await;
+    let pr = cluster_report(day2, Some(day1));
+    check_of(store, FLEET, 3, &sha('i'), T0 + 2 * DAY + 9 * HOUR, &pr).await;
+    let h = cluster_report(day2, None);
+    baseline_of(store, FLEET, &sha('h'), T0 + 2 * DAY + 10 * HOUR, Some(&h)).await;
 }
