@@ -1,6 +1,7 @@
 //! The mesh model: what the manifests mean once Istio acts on them. Label matching
 //! and injection are computed here, once and indexed, so the policies stay short.
 
+mod ambient;
 mod authz;
 pub mod coverage;
 mod labels;
@@ -19,6 +20,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
 
+pub use ambient::{TargetRef, Waypoint, WaypointBinding, ZtunnelAuthz, ZtunnelRule};
 pub use authz::{AuthzMatch, Identity};
 pub use labels::address_problem;
 use mtls::{apply_mtls, narrow_mesh_scope, peer_authn_of};
@@ -46,6 +48,35 @@ pub struct Model {
     pub services: Vec<Service>,
     /// `ns/sa` → the identity it presents and the AuthorizationPolicies naming it.
     pub identities: BTreeMap<String, Identity>,
+    /// Gateway API Gateways that can serve as waypoints (class `istio-waypoint`, and
+    /// any other a `istio.io/use-waypoint` label names).
+    pub waypoints: Vec<Waypoint>,
+    /// Every `istio.io/use-waypoint` label, resolved as istiod binds it.
+    pub waypoint_bindings: Vec<WaypointBinding>,
+    /// Services and ServiceEntries a waypoint serves.
+    pub waypoint_services: Vec<WaypointService>,
+    /// AuthorizationPolicies without targetRefs that cover ambient workloads: what
+    /// ztunnel, which sees no HTTP, enforces of them.
+    pub ztunnel_authz: Vec<ZtunnelAuthz>,
+    /// targetRefs of AuthorizationPolicy, RequestAuthentication, Telemetry and
+    /// WasmPlugin, and whether a waypoint serves what each names.
+    pub target_refs: Vec<TargetRef>,
+}
+
+/// A Service or ServiceEntry a waypoint serves.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaypointService {
+    pub resource: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The waypoint Gateway's id.
+    pub waypoint: String,
+    /// `istio.io/ingress-use-waypoint`: ingress gateways send through the waypoint
+    /// instead of straight to the pods.
+    pub ingress_use_waypoint: bool,
+    /// Workloads its selector selects.
+    pub selects: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -67,9 +98,15 @@ pub struct Namespace {
     pub unknown_reason: Option<String>,
     pub labels: Labels,
     pub injection: Injection,
+    /// `istio.io/dataplane-mode=ambient`: ztunnel captures its pods (None when its
+    /// labels are unknown).
+    pub ambient: Option<bool>,
     pub mtls: NamespaceMtls,
     pub workloads: usize,
     pub workloads_with_proxy: usize,
+    /// Workloads ztunnel captures, and of those the ones a waypoint serves.
+    pub workloads_ambient: usize,
+    pub workloads_waypoint: usize,
     /// Workloads whose proxy depends on labels it is unknown whether it has.
     pub workloads_proxy_unknown: usize,
 }
@@ -111,6 +148,18 @@ pub struct Workload {
     /// `pod-revision` (istio.io/rev on the pod), `template` (istio-proxy already in the
     /// pod spec); None without a proxy.
     pub proxy_via: Option<String>,
+    /// Its data plane: `sidecar`, `ambient` (ztunnel), `none`, or `unknown` (its
+    /// namespace's labels decide, and they are unknown).
+    pub dataplane: String,
+    pub dataplane_reason: String,
+    /// Captured by ztunnel (L4 mTLS and authorization, no HTTP).
+    pub ambient: bool,
+    /// Both a sidecar and ambient are asked for; the sidecar wins.
+    pub dataplane_conflict: Option<String>,
+    /// The waypoint (Gateway id) for traffic addressed to its pods.
+    pub waypoint: Option<String>,
+    /// Waypoints of the Services that select it (traffic addressed to them).
+    pub service_waypoints: Vec<String>,
     pub opted_out: bool,
     pub host_network: bool,
     pub native_sidecar: bool,
@@ -164,6 +213,10 @@ pub struct Selector {
     pub unknown_matches: Vec<String>,
     pub spec_only_matches: Vec<String>,
     pub workload_entry_matches: usize,
+    /// Ambient workloads the selector picks that a policy of this kind does not reach
+    /// (only ztunnel runs there, and it takes AuthorizationPolicy and
+    /// PeerAuthentication only); for those two kinds they are in `matches`.
+    pub ambient_matches: Vec<String>,
     pub invalid: Vec<InvalidLabel>,
     /// ServiceEntries only: WorkloadGroups whose VMs it will select once they register.
     pub workload_groups: Vec<String>,
@@ -179,9 +232,12 @@ pub struct PeerAuthn {
     pub port_modes: BTreeMap<String, String>,
     pub strict: bool,
     pub workloads: Vec<String>,
+    /// Covered workloads enforcing nothing: no sidecar, not captured by ztunnel.
     pub unproxied: Vec<String>,
     /// Covered workloads of which it is unknown whether they have a proxy.
     pub proxy_unknown: Vec<String>,
+    /// Covered workloads ztunnel captures.
+    pub ambient: Vec<String>,
 }
 
 fn is_istio(r: &Resource) -> bool {
@@ -232,6 +288,10 @@ pub fn build_with(
         }
     }
 
+    for ns in model.namespaces.values_mut() {
+        ns.ambient = ambient::namespace_ambient(ns);
+    }
+
     let autoscalers = scale::autoscalers(resources);
     for r in resources
         .iter()
@@ -258,7 +318,28 @@ pub fn build_with(
                     );
                 }
             }
+            let ns = model.namespaces.get(&w.namespace);
+            ambient::capture(&mut w, ns);
             model.workloads.push(w);
+        }
+    }
+    model.waypoints = ambient::waypoints(resources, mesh);
+    model.waypoint_bindings = ambient::bindings(
+        resources,
+        &model.workloads,
+        &model.namespaces,
+        &model.waypoints,
+    );
+    for w in &mut model.workloads {
+        if w.ambient {
+            w.waypoint = ambient::waypoint_of(
+                &w.labels,
+                &w.id,
+                model.namespaces.get(&w.namespace),
+                "workload",
+                &model.waypoint_bindings,
+                &model.waypoints,
+            );
         }
     }
     for w in &model.workloads {
@@ -269,6 +350,9 @@ pub fn build_with(
             }
             if !w.proxy_known {
                 ns.workloads_proxy_unknown += 1;
+            }
+            if w.ambient {
+                ns.workloads_ambient += 1;
             }
         }
         model
@@ -363,8 +447,121 @@ pub fn build_with(
             }
         }
     }
+    ambient_services(&mut model, resources);
+    {
+        let index = Index::new(&model);
+        model.ztunnel_authz = resources
+            .iter()
+            .filter(|r| r.kind == "AuthorizationPolicy" && is_istio(r))
+            .filter_map(|r| {
+                let ns = r.namespace.as_deref()?;
+                let selector = selectors::labels_at(&r.body, &["spec", "selector", "matchLabels"])
+                    .filter(|l| !l.is_empty());
+                // ztunnel matches a selector in the policy's own namespace only; a
+                // selector-less policy of the root namespace is mesh-wide.
+                let covered: Vec<&Workload> = match &selector {
+                    Some(sel) => index
+                        .workloads
+                        .get(ns)
+                        .map(Vec::as_slice)
+                        .unwrap_or_default()
+                        .iter()
+                        .copied()
+                        .filter(|w| w.labels.selected_by(sel))
+                        .collect(),
+                    None => index.workloads_for(ns, mesh).to_vec(),
+                };
+                ambient::ztunnel_authz(r, &covered)
+            })
+            .collect();
+        let by_target: HashMap<(String, String, String), Option<String>> = resources
+            .iter()
+            .filter(|r| {
+                (r.kind == "Service" && r.api_version == "v1")
+                    || (r.kind == "ServiceEntry" && is_istio(r))
+            })
+            .filter_map(|r| {
+                let ns = r.namespace.clone()?;
+                let waypoint = model
+                    .waypoint_services
+                    .iter()
+                    .find(|s| s.resource == r.id)
+                    .map(|s| s.waypoint.clone());
+                Some(((r.kind.clone(), ns, r.name.clone()), waypoint))
+            })
+            .collect();
+        model.target_refs = resources
+            .iter()
+            .filter(|r| {
+                is_istio(r)
+                    && matches!(
+                        r.kind.as_str(),
+                        "AuthorizationPolicy" | "RequestAuthentication" | "Telemetry" | "WasmPlugin"
+                    )
+            })
+            .flat_map(|r| ambient::target_refs(r, &model.waypoints, &by_target))
+            .collect();
+    }
     model.identities = authz::identities(resources, &model.service_accounts, mesh);
     model
+}
+
+/// Services and ServiceEntries a waypoint serves, the workloads behind them, and
+/// how many ambient workloads of each namespace a waypoint serves.
+fn ambient_services(model: &mut Model, resources: &[Resource]) {
+    let selects: HashMap<&str, &Vec<String>> = model
+        .services
+        .iter()
+        .map(|s| (s.id.as_str(), &s.selects))
+        .collect();
+    let mut served = Vec::new();
+    for r in resources.iter().filter(|r| {
+        (r.kind == "Service" && r.api_version == "v1") || (r.kind == "ServiceEntry" && is_istio(r))
+    }) {
+        let Some(ns) = r.namespace.as_deref() else {
+            continue;
+        };
+        let labels = r.labels().map(Labels::from_json).unwrap_or_default();
+        let namespace = model.namespaces.get(ns);
+        let Some(waypoint) = ambient::waypoint_of(
+            &labels,
+            &r.id,
+            namespace,
+            "service",
+            &model.waypoint_bindings,
+            &model.waypoints,
+        ) else {
+            continue;
+        };
+        served.push(WaypointService {
+            resource: r.id.clone(),
+            kind: r.kind.clone(),
+            namespace: ns.to_string(),
+            name: r.name.clone(),
+            waypoint,
+            ingress_use_waypoint: ambient::ingress_uses_waypoint(&labels, namespace),
+            selects: selects.get(r.id.as_str()).map(|v| v.to_vec()).unwrap_or_default(),
+        });
+    }
+    let mut by_workload: HashMap<&str, Vec<String>> = HashMap::new();
+    for s in &served {
+        for id in &s.selects {
+            by_workload.entry(id.as_str()).or_default().push(s.waypoint.clone());
+        }
+    }
+    for w in &mut model.workloads {
+        if let Some(ws) = by_workload.remove(w.id.as_str()) {
+            w.service_waypoints = ws;
+            w.service_waypoints.sort();
+            w.service_waypoints.dedup();
+        }
+        if w.ambient && (w.waypoint.is_some() || !w.service_waypoints.is_empty()) {
+            if let Some(ns) = model.namespaces.get_mut(&w.namespace) {
+                ns.workloads_waypoint += 1;
+            }
+        }
+    }
+    model.waypoint_services = served;
 }
 
 /// Namespaces that are never part of the mesh: Istio never injects them, and a

@@ -59,12 +59,17 @@ pub(super) fn peer_authn_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> P
         workloads: covered.iter().map(|w| w.id.clone()).collect(),
         unproxied: covered
             .iter()
-            .filter(|w| !w.proxy && w.proxy_known)
+            .filter(|w| !w.proxy && !w.ambient && w.proxy_known)
             .map(|w| w.id.clone())
             .collect(),
         proxy_unknown: covered
             .iter()
             .filter(|w| !w.proxy_known)
+            .map(|w| w.id.clone())
+            .collect(),
+        ambient: covered
+            .iter()
+            .filter(|w| w.ambient)
             .map(|w| w.id.clone())
             .collect(),
         mode,
@@ -94,6 +99,7 @@ pub(super) fn narrow_mesh_scope(pas: &mut [PeerAuthn], index: &Index, mesh: &Mes
         pa.workloads.retain(keep);
         pa.unproxied.retain(keep);
         pa.proxy_unknown.retain(keep);
+        pa.ambient.retain(keep);
     }
 }
 

@@ -79,12 +79,15 @@ fn namespace(name: &str, labels: Option<Labels>) -> Namespace {
         unknown_reason: labels.is_none().then(|| unknown_reason(name)),
         labels: labels.unwrap_or_default(),
         injection,
+        ambient: None,
         mtls: NamespaceMtls {
             mode: "PERMISSIVE".into(),
             source: None,
         },
         workloads: 0,
         workloads_with_proxy: 0,
+        workloads_ambient: 0,
+        workloads_waypoint: 0,
         workloads_proxy_unknown: 0,
     }
 }

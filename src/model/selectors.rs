@@ -124,6 +124,7 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
                 unknown_matches: Vec::new(),
                 spec_only_matches: spec_only,
                 workload_entry_matches: entry_matches,
+                ambient_matches: Vec::new(),
                 workload_groups: Vec::new(),
             });
         }
@@ -137,6 +138,10 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
     let workloads = index.workloads_for(ns, mesh);
     let entries = index.entries_for(ns, mesh);
     let namespace_wide = !has_target_ref && NAMESPACE_WIDE.contains(&r.kind.as_str());
+    // ztunnel takes AuthorizationPolicy and PeerAuthentication, nothing else that
+    // selects; policies with targetRefs go to waypoints only.
+    let ztunnel_takes =
+        !has_target_ref && matches!(r.kind.as_str(), "AuthorizationPolicy" | "PeerAuthentication");
     // Istio reads an empty selector (`matchLabels: {}`) as none: the policy is
     // namespace-wide (mesh-wide in the root namespace).
     let selector_path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
@@ -150,9 +155,12 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
             let mut unknown = Vec::new();
             let mut spec_only = Vec::new();
             let mut entry_matches = 0;
+            let mut ambient = Vec::new();
             for w in workloads.iter().filter(|w| w.labels.selected_by(&labels)) {
-                if w.proxy {
+                if w.proxy || (w.ambient && ztunnel_takes && w.namespace == ns) {
                     matches.push(w.id.clone());
+                } else if w.ambient {
+                    ambient.push(w.id.clone());
                 } else if !w.proxy_known {
                     unknown.push(w.id.clone());
                 }
@@ -180,13 +188,14 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
                 unknown_matches: unknown,
                 spec_only_matches: spec_only,
                 workload_entry_matches: entry_matches,
+                ambient_matches: ambient,
                 workload_groups: Vec::new(),
             });
         }
         None if namespace_wide => {
             let matches: Vec<String> = workloads
                 .iter()
-                .filter(|w| w.proxy)
+                .filter(|w| w.proxy || (w.ambient && ztunnel_takes))
                 .map(|w| w.id.clone())
                 .chain(entries.iter().map(|e| e.id.clone()))
                 .collect();
@@ -213,6 +222,11 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
                 matches,
                 unknown_matches: unknown,
                 spec_only_matches: Vec::new(),
+                ambient_matches: workloads
+                    .iter()
+                    .filter(|w| w.ambient && !ztunnel_takes)
+                    .map(|w| w.id.clone())
+                    .collect(),
                 invalid: Vec::new(),
                 workload_groups: Vec::new(),
             });
