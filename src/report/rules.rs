@@ -175,6 +175,8 @@ pub const RULES: &[RuleDoc] = &[
         "Source namespace that does not exist",
         "No resource in the repository lives in this namespace; the rule matches nothing.",
         "source namespace that nothing in the repo lives in"),
+    // ambient: authorization rules (policies/ambient_authz.rego)
+    // ambient: waypoint and data-plane rules (policies/ambient.rego)
     rule!("manifest/parse-error", "error", None,
         "YAML that does not parse",
         "The document was not checked. The other documents were.",
