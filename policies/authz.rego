@@ -219,7 +219,7 @@ findings contains f if {
 # ---------------------------------------------------------------------------
 # authz/identity-change (warning)
 
-# A workload (with a proxy in base) or WorkloadGroup whose service account this change
+# A workload (in the mesh in base: a sidecar or ambient) or WorkloadGroup whose service account this change
 # changes, so that it presents a new identity.
 # Sets, not objects: one id may stand for several copies (two roots deploy one
 # workload). A copy keeps its identity when any base copy ran as its account.
@@ -232,7 +232,7 @@ sa_changes contains c if {
 	copies := base_workloads_by_id[w.id]
 	not w.service_account in {b.service_account | some b in copies}
 	some b in copies
-	b.proxy == true
+	lib.in_mesh(b)
 	c := {
 		"id": w.id, "namespace": w.namespace, "old": b.service_account, "new": w.service_account,
 		"path": array.concat(lib.pod_spec_path(w.kind), ["serviceAccountName"]),

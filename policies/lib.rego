@@ -167,6 +167,11 @@ pod_annotations_path(kind) := array.concat(pod_metadata_path(kind), ["annotation
 # Ambient namespaces get mTLS from ztunnel, not from a sidecar.
 ambient(n) if object.get(n, ["labels", "istio.io/dataplane-mode"], "") == "ambient"
 
+# A workload with an identity and mTLS: its sidecar, or ztunnel (ambient).
+in_mesh(w) if w.proxy == true
+
+in_mesh(w) if w.ambient == true
+
 # Whether a namespace is injected is known: the repository declares its labels (a
 # Namespace object, Argo CD managedNamespaceMetadata, or mesh.namespaces in
 # .meshward.yaml). Otherwise injection.enabled is null: unknown, which is neither

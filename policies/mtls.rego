@@ -41,6 +41,7 @@ not_injected_reason(pa) := [sprintf("namespace %s did not exist yet (so had no s
 } else := [sprintf("namespace %s was not injected", [pa.namespace])] if {
 	pa.scope != "mesh"
 	lib.base_namespaces[pa.namespace].injection.enabled == false
+	not lib.ambient(lib.base_namespaces[pa.namespace])
 } else := [sprintf("%s %s not injected", [plural_namespaces(nss), lib.plural(count(nss), "was", "were")])] if {
 	pa.scope == "mesh"
 	nss := base_uninjected_namespaces

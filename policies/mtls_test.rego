@@ -119,6 +119,13 @@ test_skips_permissive_from_uninjected_namespace if {
 	contains(f.message, "curl 000")
 }
 
+# ztunnel gives an ambient namespace mTLS without a sidecar: it is not "not injected".
+test_skips_permissive_quiet_from_permissive_ambient_namespace if {
+	ambient := object.union(ns("shop", false, "PERMISSIVE", 2), {"labels": {"istio.io/dataplane-mode": "ambient"}})
+	base := model({"shop": ambient}, [], {})
+	count(rules_of(mtls.findings, "mtls/strict-skips-permissive")) == 0 with input as mk_input(strict_head, base, good_evidence(["shop"]))
+}
+
 test_skips_permissive_from_disable if {
 	base := model(
 		{"shop": ns("shop", true, "DISABLE", 2)},
