@@ -139,6 +139,24 @@ test_known_principals_quiet if {
 	count(rules_of({"AuthorizationPolicy": [ap(spec)], "WorkloadGroup": [wg]}, "authz/unknown-principal")) == 0
 }
 
+# A waypoint's pods run as a service account named after its Gateway, which istiod
+# creates: allowing that principal (as ambient/waypoint-hides-caller asks) is no typo.
+test_waypoint_principal_is_known if {
+	spec := from_source({"principals": ["cluster.local/ns/shop/sa/waypoint", "cluster.local/ns/shop/sa/gateway"]})
+	inp := mk_input({"AuthorizationPolicy": [ap(spec)]})
+	waypoints := [
+		{"id": "Gateway/shop/waypoint", "namespace": "shop", "name": "waypoint", "waypoint_class": true, "principal": "cluster.local/ns/shop/sa/waypoint"},
+		{"id": "Gateway/shop/gateway", "namespace": "shop", "name": "gateway", "waypoint_class": false, "principal": "cluster.local/ns/shop/sa/gateway"},
+	]
+	fs := {f |
+		some f in authz.findings with input as object.union(inp, {"model": {"waypoints": waypoints}})
+		f.rule == "authz/unknown-principal"
+	}
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "shop/gateway")
+}
+
 # ---------------------------------------------------------------------------
 # authz/unknown-namespace
 

@@ -26,6 +26,27 @@ not_injected contains ns if {
 	not "istio.io/rev" in object.keys(object.get(n, "labels", {}))
 	not lib.ambient(n)
 	declared_or_used(ns, n)
+	# Every workload here labelled istio.io/dataplane-mode=ambient itself: ztunnel
+	# captures them, so they are in the mesh without injection.
+	not all_ambient(ns)
+	not waypoints_only(ns)
+}
+
+# A namespace of waypoints alone: istiod deploys their pods, each an Envoy of its own.
+waypoints_only(ns) if {
+	count(object.get(workloads_in, ns, set())) == 0
+	some w in lib.array_of(object.get(lib.model, "waypoints", []))
+	w.namespace == ns
+	w.waypoint_class == true
+}
+
+# Workloads ztunnel captures (a set comprehension: defined, if empty, without any).
+ambient_ids := {w.id | some w in lib.model_workloads; w.ambient == true}
+
+all_ambient(ns) if {
+	ids := object.get(workloads_in, ns, set())
+	count(ids & ambient_ids) > 0
+	count(ids - ambient_ids) == 0
 }
 
 # An object of the repository declares it, or a workload lives in it.
@@ -36,7 +57,8 @@ declared_or_used(ns, _) if count(object.get(workloads_in, ns, set())) > 0
 findings contains f if {
 	some ns in not_injected
 	n := lib.model_namespaces[ns]
-	ids := object.get(workloads_in, ns, set())
+	# Pods ztunnel captures (labelled ambient themselves) are not "without a proxy".
+	ids := object.get(workloads_in, ns, set()) - ambient_ids
 	[resource, path] := labels_location(n, ids)
 	f := {
 		"rule": "injection/namespace-not-injected",
@@ -185,6 +207,9 @@ mode_effect(labels) := "the sidecar injector ignores istio.io/dataplane-mode, so
 findings contains f if {
 	some w in lib.model_workloads
 	w.opted_out == true
+	# Opting out to be captured by ztunnel (istio.io/dataplane-mode=ambient on the pod)
+	# is how a workload moves to ambient: it stays in the mesh.
+	not w.ambient == true
 	lib.model_namespaces[w.namespace].injection.enabled == true
 	f := {
 		"rule": "injection/workload-opted-out",

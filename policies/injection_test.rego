@@ -166,6 +166,29 @@ test_not_injected_quiet_for_injected_disabled_and_system if {
 }
 
 # Unknown is not "not injected": an undeclared namespace is injection/namespace-unknown.
+# Pods labelled istio.io/dataplane-mode=ambient themselves are captured by ztunnel: a
+# namespace of only those is in the mesh, and they are never listed as without a proxy.
+test_not_injected_leaves_out_ambient_workloads if {
+	amb := workload("Deployment", "shop", "cart", {"ambient": true, "labels": {"app": "cart", "istio.io/dataplane-mode": "ambient"}})
+	only := mk_input(model({"shop": ns("shop", false, {"workloads": 1})}, [amb]), null)
+	count(rules_of(injection.findings, "injection/namespace-not-injected")) == 0 with input as only
+	mixed := mk_input(model({"shop": ns("shop", false, {"workloads": 2})}, [amb, workload("Deployment", "shop", "batch", {})]), null)
+	fs := rules_of(injection.findings, "injection/namespace-not-injected") with input as mixed
+	count(fs) == 1
+	some f in fs
+	contains(f.message, "its workload (Deployment shop/batch)")
+	not contains(f.message, "cart")
+}
+
+# istiod deploys a waypoint's pods with an Envoy of their own.
+test_not_injected_quiet_for_a_namespace_of_waypoints if {
+	m := object.union(model({"mesh-gateways": ns("mesh-gateways", false, {})}, []), {"waypoints": [{
+		"id": "Gateway/mesh-gateways/shared", "namespace": "mesh-gateways", "name": "shared",
+		"class": "istio-waypoint", "waypoint_class": true, "traffic": "service",
+	}]})
+	count(rules_of(injection.findings, "injection/namespace-not-injected")) == 0 with input as mk_input(m, null)
+}
+
 test_not_injected_quiet_for_undeclared_namespace if {
 	inp := mk_input(
 		model(
@@ -432,6 +455,21 @@ test_opted_out_annotation_path if {
 	some f in injection.findings with input as inp
 	f.rule == "injection/workload-opted-out"
 	f.path == ["metadata", "annotations", "sidecar.istio.io/inject"]
+}
+
+# Opting out of the sidecar to be captured by ztunnel keeps the workload in the mesh.
+test_opted_out_quiet_when_ambient_captures_it if {
+	inp := mk_input(
+		model(
+			{"shop": ns("shop", true, {})},
+			[workload("Deployment", "shop", "cart", {
+				"opted_out": true, "ambient": true,
+				"labels": {"app": "cart", "sidecar.istio.io/inject": "false", "istio.io/dataplane-mode": "ambient"},
+			})],
+		),
+		null,
+	)
+	count(rules_of(injection.findings, "injection/workload-opted-out")) == 0 with input as inp
 }
 
 test_opted_out_quiet_outside_injected_namespace if {

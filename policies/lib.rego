@@ -300,11 +300,17 @@ entry_problem(e) := sprintf("no usable data: %v", [e.error]) if {
 
 evidence_total(e) := num(object.get(e, "requests_total", 0)) + num(object.get(e, "tcp_connections_total", 0))
 
-evidence_plaintext(e) := num(object.get(e, "requests_plaintext", 0)) + num(object.get(e, "tcp_connections_plaintext", 0))
+# Plaintext bytes count too: a plaintext connection opened before the window and still
+# open adds bytes, not connections.
+evidence_plaintext(e) := (num(object.get(e, "requests_plaintext", 0)) + num(object.get(e, "tcp_connections_plaintext", 0))) + num(object.get(e, "tcp_bytes_plaintext", 0))
 
 # Why a namespace has no usable zero-plaintext evidence; undefined when it has some.
 evidence_problem(ns) := "no evidence was given" if {
 	evidence == null
 } else := "no data in the evidence" if {
 	not evidence_of(ns)
+} else := sprintf("%s; %s is ambient, whose traffic only ztunnel reports: Prometheus must scrape the ztunnel pods (namespace istio-system, label app=ztunnel)", [p, ns]) if {
+	p := entry_problem(evidence_of(ns))
+	evidence_total(evidence_of(ns)) == 0
+	ambient(model_namespaces[ns])
 } else := entry_problem(evidence_of(ns))

@@ -173,12 +173,18 @@ plaintext_seen(pa) := [sprintf("%s: %s", [lib.scope_subject_text(pa, e), plainte
 	lib.evidence_plaintext(e) > 0
 ]
 
-plaintext_text(e) := sprintf("%v of %v requests and %v of %v TCP connections without mTLS", [
+plaintext_text(e) := sprintf("%v of %v requests and %v of %v TCP connections without mTLS%s", [
 	lib.num(object.get(e, "requests_plaintext", 0)),
 	lib.num(object.get(e, "requests_total", 0)),
 	lib.num(object.get(e, "tcp_connections_plaintext", 0)),
 	lib.num(object.get(e, "tcp_connections_total", 0)),
+	plaintext_bytes_text(e),
 ])
+
+# Bytes show only when there are some: on a connection opened before the window.
+plaintext_bytes_text(e) := sprintf(", %v bytes received in plaintext", [lib.num(e.tcp_bytes_plaintext)]) if {
+	lib.num(object.get(e, "tcp_bytes_plaintext", 0)) > 0
+} else := ""
 
 # ---------------------------------------------------------------------------
 # mtls/port-level-requires-selector (error)

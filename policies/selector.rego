@@ -36,6 +36,9 @@ findings contains f if {
 	count(object.get(s, "unknown_matches", [])) == 0
 	# A ServiceEntry selecting a WorkloadGroup's labels gets its VMs as they register.
 	count(object.get(s, "workload_groups", [])) == 0
+	# Selecting only ambient workloads is explained by the ambient rules, not as
+	# "selects nothing".
+	not explained_by_ambient(s)
 	f := {
 		"rule": "selector/matches-nothing",
 		"severity": severity(s.kind),
@@ -67,6 +70,17 @@ findings contains f if {
 # A namespace-wide selector with a path is an empty one (`matchLabels: {}`).
 empty_selector_text(s) := " (its selector is empty, which Istio reads as no selector)" if count(s.path) > 0 else := ""
 
+# Kinds an ambient rule reports when they select ambient workloads only
+# (ambient/sidecar-ignored, ambient/policy-needs-waypoint). AuthorizationPolicy and
+# PeerAuthentication reach ambient workloads of their own namespace through ztunnel;
+# the ambient ones a root-namespace selector picks elsewhere are said here.
+ambient_explained_kinds := {"Sidecar", "RequestAuthentication", "Telemetry", "WasmPlugin", "EnvoyFilter"}
+
+explained_by_ambient(s) if {
+	s.kind in ambient_explained_kinds
+	count(lib.array_of(object.get(s, "ambient_matches", []))) > 0
+}
+
 what_is_counted(s) := "workload or WorkloadEntry" if s.counts == "workloads_and_entries" else := "workload with an Istio proxy"
 
 where_text(s) := "any namespace" if s.namespace == lib.root_namespace else := sprintf("namespace %s", [s.namespace])
@@ -79,6 +93,11 @@ workload_scope_message(s) := sprintf(
 } else := sprintf(
 	"%s selects no workload: its selector (%s) matches no %s in %s, so this policy applies nowhere%s. Fix the selector to match the pod labels of the intended workload.%s",
 	[lib.display(s.resource), lib.labels_text(s.labels), what_is_counted(s), where_text(s), unproxied_hint(s), gateway_text(s)],
+) if {
+	count(lib.array_of(object.get(s, "ambient_matches", []))) == 0
+} else := sprintf(
+	"%s selects no workload it applies to: its selector (%s) matches only %s, which ztunnel captures (ambient), and ztunnel applies a %s with a selector only to pods of the policy's own namespace (%s), so it applies nowhere. Put it in the namespace of those workloads.",
+	[lib.display(s.resource), lib.labels_text(s.labels), lib.enumerate_ids(s.ambient_matches, 3), s.kind, s.namespace],
 )
 
 # Gateway traffic and mesh traffic follow separate rules: say which one the policy was meant for.
@@ -95,6 +114,8 @@ unproxied_in[w.namespace] contains i if {
 	some i, w in lib.model_workloads
 	not w.proxy == true
 	not w.proxy_known == false
+	# ztunnel's workloads are in the mesh without a sidecar.
+	not w.ambient == true
 }
 
 # Workloads the labels do match but that have no proxy (so they are not counted).

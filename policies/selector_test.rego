@@ -127,6 +127,46 @@ test_matches_nothing_namespace_scope_empty_namespace if {
 	contains(f.message, "namespace ghost has no workloads")
 }
 
+# Selecting ambient workloads only is said by the ambient rules (a Sidecar:
+# ambient/sidecar-ignored), not as "selects nothing".
+test_matches_nothing_quiet_when_it_selects_ambient_workloads if {
+	amb := object.union(workload("shop", "cart", {"app": "cart"}, false), {"ambient": true})
+	s := sel("Sidecar", "shop", "cart", {"path": ["spec", "workloadSelector", "labels"], "ambient_matches": [amb.id]})
+	inp := mk_input({"shop": ns("shop", 1)}, [amb], [], [s], {})
+	count(rules_of(selector.findings, "selector/matches-nothing")) == 0 with input as inp
+}
+
+# ambient/policy-needs-waypoint speaks for an EnvoyFilter on ambient workloads.
+test_matches_nothing_quiet_for_an_envoy_filter_on_ambient_workloads if {
+	amb := object.union(workload("shop", "cart", {"app": "cart"}, false), {"ambient": true})
+	s := sel("EnvoyFilter", "shop", "cart-lua", {"path": ["spec", "workloadSelector", "labels"], "ambient_matches": [amb.id]})
+	inp := mk_input({"shop": ns("shop", 1)}, [amb], [], [s], {})
+	count(rules_of(selector.findings, "selector/matches-nothing")) == 0 with input as inp
+}
+
+# ztunnel applies a root-namespace selector policy to the root namespace's pods only:
+# ambient pods it matches elsewhere leave it applying nowhere, and that is said here.
+test_matches_nothing_root_selector_on_ambient_workloads_elsewhere if {
+	amb := object.union(workload("shop", "cart", {"app": "cart"}, false), {"ambient": true})
+	s := sel("AuthorizationPolicy", "istio-system", "allow-cart", {"ambient_matches": [amb.id]})
+	inp := mk_input({"shop": ns("shop", 1), "istio-system": ns("istio-system", 0)}, [amb], [], [s], {})
+	some f in selector.findings with input as inp
+	f.rule == "selector/matches-nothing"
+	contains(f.message, "matches only Deployment shop/cart, which ztunnel captures (ambient)")
+	contains(f.message, "own namespace (istio-system)")
+	not contains(f.message, "no Istio proxy")
+}
+
+# An ambient workload has no sidecar but is in the mesh: the hint does not call it proxy-less.
+test_matches_nothing_hint_leaves_out_ambient_workloads if {
+	amb := object.union(workload("shop", "cart", {"app": "cart"}, false), {"ambient": true})
+	s := sel("AuthorizationPolicy", "shop", "allow-cart", {})
+	inp := mk_input({"shop": ns("shop", 1)}, [amb], [], [s], {})
+	some f in selector.findings with input as inp
+	f.rule == "selector/matches-nothing"
+	not contains(f.message, "no Istio proxy")
+}
+
 test_matches_nothing_quiet if {
 	selectors := [
 		sel("AuthorizationPolicy", "shop", "allow-cart", {"match_count": 1, "matches": ["Deployment/shop/cart"]}),

@@ -353,11 +353,42 @@ async fn dashboard_in_headless_chromium() {
                namespaces: [...document.querySelectorAll('#namespaces tbody tr td:first-child')].map(t => t.textContent),
                runs: document.querySelectorAll('#runs tbody tr').length,
                prLinks: [...document.querySelectorAll('#runs a[href*=\"/pull/\"]')].map(a => a.getAttribute('href')),
-               headline: document.querySelector('#headline .card b').textContent})",
+               headline: document.querySelector('#headline .card b').textContent,
+               planes: Object.fromEntries([...document.querySelectorAll('#chart-dataplanes ul.legend li')]
+                   .map(l => [l.textContent, [...document.querySelectorAll('#chart-dataplanes circle.point')]
+                       .filter(c => c.dataset.series === l.textContent).map(c => Number(c.dataset.value))])),
+               planesDrawn: [...document.querySelectorAll('#chart-dataplanes path.line')].map(p => p.getBBox().width > 0),
+               authz: Object.fromEntries(['as written', 'reduced to L4 by ztunnel', 'not enforced'].map(k => [k,
+                   [...document.querySelectorAll('#chart-authz circle.point')]
+                       .filter(c => c.dataset.series === k).map(c => Number(c.dataset.value))])),
+               ambientCard: document.querySelector('#card-ambient')?.textContent.replace(/\\s+/g, ' ').trim()})",
         )
         .await;
     assert_eq!(view["title"], "acme/gitops");
-    assert_eq!(view["charts"], 5);
+    assert_eq!(view["charts"], 7);
+    // Workloads by data plane on days 0, 1 and 4 (the seed's table), each a line the
+    // browser draws; policies by enforcement.
+    assert_eq!(
+        view["planes"],
+        json!({
+            "sidecar": [2, 5, 7],
+            "ambient (L4 only)": [0, 1, 0],
+            "ambient with a waypoint": [0, 0, 1],
+            "none": [4, 0, 0]
+        }),
+        "{view:#}"
+    );
+    assert_eq!(view["planesDrawn"], json!([true, true, true, true]));
+    assert_eq!(
+        view["authz"],
+        json!({"as written": [2, 1, 3], "reduced to L4 by ztunnel": [0, 1, 0], "not enforced": [0, 0, 1]}),
+        "{view:#}"
+    );
+    let card = view["ambientCard"].as_str().unwrap_or_default();
+    assert!(
+        card.starts_with("workloads in ambient") && card.ends_with("1 of 8, 1 with a waypoint"),
+        "{card}"
+    );
     assert_eq!(
         view["proxy"],
         json!([
@@ -402,6 +433,18 @@ async fn dashboard_in_headless_chromium() {
         .await;
     assert!(run["title"].as_str().unwrap().contains("PR #8"), "{run}");
     assert_eq!(run["findings"], 2);
+    let rows = page
+        .eval("Object.fromEntries([...document.querySelectorAll('#coverage tbody tr')].map(r => [r.cells[0].textContent, r.cells[2].textContent]))")
+        .await;
+    assert_eq!(
+        (
+            &rows["workloads ambient"],
+            &rows["workloads behind a waypoint"],
+            &rows["authz: not enforced"]
+        ),
+        (&json!("1"), &json!("1"), &json!("1")),
+        "the run's coverage shows its data planes: {rows:#}"
+    );
     page.goto(&format!("{base}{repo_url}")).await;
 
     // Drill down into a namespace by its link.
@@ -459,15 +502,15 @@ async fn dashboard_in_headless_chromium() {
         json!(["all (the whole repository)", "prod-eu", "prod-us"])
     );
     assert_eq!(
-        fleet["charts"], 8,
-        "5 of the whole repository, 3 by cluster"
+        fleet["charts"], 10,
+        "7 of the whole repository, 3 by cluster"
     );
     assert_eq!(fleet["whole"], json!([2, 6, 10]));
     let outside = labels_outside(&page).await;
     assert_eq!(outside.0, json!([]), "labels cut off: {outside:?}");
     assert_eq!(
         outside.1,
-        8 * 3,
+        10 * 3,
         "first, middle and last date under each chart"
     );
     page.screenshot("dashboard-clusters.png").await;

@@ -8,7 +8,7 @@ use crate::prometheus_support;
 
 use common::*;
 use meshward::evidence::prometheus::SourceSettings;
-use meshward::evidence::PrometheusSource;
+use meshward::evidence::{promql, PrometheusSource};
 use meshward::report::{Report, Verdict};
 use prometheus_support::*;
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 const HTTP: &str = "istio_requests_total";
 const TCP: &str = "istio_tcp_connections_opened_total";
+const TCP_BYTES: &str = "istio_tcp_received_bytes_total";
 
 const NAMESPACE: &str = "apiVersion: v1
 kind: Namespace
@@ -79,6 +80,14 @@ fn strict_change(workload: Option<&str>) -> (GitRepo, String, String) {
 }
 
 fn strict_change_with(workload: Option<&str>, config: &str) -> (GitRepo, String, String) {
+    strict_change_in(NAMESPACE, workload, config)
+}
+
+fn strict_change_in(
+    namespace: &str,
+    workload: Option<&str>,
+    config: &str,
+) -> (GitRepo, String, String) {
     let repo = GitRepo::new();
     let cart = deployment("cart");
     let legacy = deployment("legacy");
@@ -86,7 +95,7 @@ fn strict_change_with(workload: Option<&str>, config: &str) -> (GitRepo, String,
     let base = repo.commit_files(
         &[
             (".meshward.yaml", config),
-            ("shop/namespace.yaml", NAMESPACE),
+            ("shop/namespace.yaml", namespace),
             ("shop/cart.yaml", &cart),
             ("shop/legacy.yaml", &legacy),
             ("shop/mtls.yaml", &permissive),
@@ -103,7 +112,7 @@ fn strict_change_with(workload: Option<&str>, config: &str) -> (GitRepo, String,
     let head = repo.commit_files(
         &[
             (".meshward.yaml", config),
-            ("shop/namespace.yaml", NAMESPACE),
+            ("shop/namespace.yaml", namespace),
             ("shop/cart.yaml", &cart),
             ("shop/legacy.yaml", &legacy),
             ("shop/mtls.yaml", &strict),
@@ -348,8 +357,8 @@ fn the_same_query_within_minutes_is_answered_from_the_cache() {
     assert_eq!(rules(&first), Vec::<String>::new());
     let asked = prom.query_requests();
     assert!(
-        asked >= 4,
-        "four queries for one namespace, Prometheus counted {asked}"
+        asked >= promql::NUMBERS.len() as u64,
+        "a query per number for one namespace, Prometheus counted {asked}"
     );
     let second = check_with(&change, &cached);
     assert_eq!(rules(&second), Vec::<String>::new());
@@ -376,7 +385,7 @@ fn the_same_query_within_minutes_is_answered_from_the_cache() {
         ..SourceSettings::default()
     }));
     check_with(&change, &uncached);
-    assert_eq!(prom.query_requests(), asked + 4);
+    assert_eq!(prom.query_requests(), asked + promql::NUMBERS.len() as u64);
 }
 
 /// `meshward check --prometheus URL --evidence-window W`: the real binary.
@@ -537,5 +546,110 @@ fn mesh_wide_strict_is_judged_on_all_of_the_mesh() {
         report.findings[0].message.contains("the whole mesh"),
         "{}",
         report.findings[0].message
+    );
+}
+
+// ---------------------------------------------------------------- ambient
+
+/// Namespace shop in ambient mode: ztunnel captures its pods, no sidecar.
+const AMBIENT_NAMESPACE: &str = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels:
+    istio.io/dataplane-mode: ambient
+";
+
+#[test]
+fn an_ambient_namespace_is_judged_on_ztunnel_tcp_metrics_alone() {
+    // ztunnel reports no istio_requests_total: connections and bytes only.
+    let series = vec![
+        ztunnel_inbound(TCP, "shop", "cart", "mutual_tls", "prod-eu1", 5),
+        ztunnel_inbound(TCP_BYTES, "shop", "cart", "mutual_tls", "prod-eu1", 4096),
+        client_side(ztunnel_inbound(
+            TCP, "shop", "cart", "unknown", "prod-eu1", 3,
+        )),
+    ];
+    let prom = Prometheus::start(&series, "30d");
+    let report = check_with(
+        &strict_change_in(AMBIENT_NAMESPACE, None, CONFIG),
+        &source(&prom.url, Duration::from_secs(10)),
+    );
+    assert_eq!(
+        rules(&report),
+        Vec::<String>::new(),
+        "{:#?}",
+        report.findings
+    );
+    assert_eq!(
+        report.summary.verdict,
+        Verdict::Pass,
+        "{:#?}",
+        report.findings
+    );
+    let shop = &report.evidence.as_ref().expect("evidence").namespaces["shop"];
+    assert_eq!((shop.requests_total, shop.requests_plaintext), (0, 0));
+    assert_eq!(
+        (shop.tcp_connections_plaintext, shop.tcp_bytes_plaintext),
+        (0, 0)
+    );
+    assert!((55..=65).contains(&shop.tcp_connections_total), "{shop:?}");
+    assert!(shop.queries["tcp_bytes_plaintext"].contains(TCP_BYTES));
+}
+
+#[test]
+fn a_long_lived_plaintext_connection_shows_in_bytes_and_blocks_strict() {
+    // Opened before the window: no new plaintext connection, but bytes keep coming.
+    let series = vec![
+        ztunnel_inbound(TCP, "shop", "cart", "mutual_tls", "prod-eu1", 5),
+        ztunnel_inbound(TCP, "shop", "legacy", "unknown", "prod-eu1", 0),
+        ztunnel_inbound(TCP_BYTES, "shop", "legacy", "unknown", "prod-eu1", 2048),
+    ];
+    let prom = Prometheus::start(&series, "30d");
+    let report = check_with(
+        &strict_change_in(AMBIENT_NAMESPACE, None, CONFIG),
+        &source(&prom.url, Duration::from_secs(10)),
+    );
+    assert_eq!(rules(&report), vec!["mtls/plaintext-traffic-present"]);
+    assert_eq!(report.summary.verdict, Verdict::Fail);
+    let shop = &report.evidence.as_ref().expect("evidence").namespaces["shop"];
+    assert_eq!(shop.tcp_connections_plaintext, 0, "{shop:?}");
+    assert!(shop.tcp_bytes_plaintext > 20_000, "{shop:?}");
+    let f = &report.findings[0];
+    assert!(
+        f.message.contains(&format!(
+            "{} bytes received in plaintext",
+            shop.tcp_bytes_plaintext
+        )),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn an_ambient_namespace_without_traffic_asks_for_ztunnel_to_be_scraped() {
+    let prom = Prometheus::start(
+        &[inbound(
+            HTTP,
+            "elsewhere",
+            "api",
+            "mutual_tls",
+            "prod-eu1",
+            10,
+        )],
+        "30d",
+    );
+    let report = check_with(
+        &strict_change_in(AMBIENT_NAMESPACE, None, CONFIG),
+        &source(&prom.url, Duration::from_secs(10)),
+    );
+    assert_eq!(rules(&report), vec!["mtls/strict-without-evidence"]);
+    let f = &report.findings[0];
+    assert!(
+        f.message.contains("no traffic at all in 1h")
+            && f.message
+                .contains("Prometheus must scrape the ztunnel pods"),
+        "{}",
+        f.message
     );
 }

@@ -7,6 +7,9 @@ mod prometheus_support;
 #[macro_use]
 mod service_support;
 
+mod ambient_authz;
+mod ambient_mixed;
+mod ambient_waypoints;
 mod changes;
 mod cli;
 mod dashboard_browser;

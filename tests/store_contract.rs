@@ -469,7 +469,10 @@ async fn a_multi_cluster_report_round_trips(store: Store) {
             "prod-eu",
             &[ns("shop", "STRICT", 5, 5, 0), ns("pay", "DISABLE", 2, 0, 1)],
         ),
-        ("prod-us", &[ns("shop", "PERMISSIVE", 3, 1, 2)]),
+        (
+            "prod-us",
+            &[ns("shop", "PERMISSIVE", 3, 1, 2).ambient(2, 1)],
+        ),
     ];
     let base: seed::Clusters = &[("prod-eu", &[ns("shop", "PERMISSIVE", 5, 4, 0)])];
     let report = seed::cluster_report(head, Some(base));
@@ -531,6 +534,28 @@ async fn a_multi_cluster_report_round_trips(store: Store) {
         ("shop", "PERMISSIVE")
     );
     assert_eq!(coverage[2].total.workloads_with_proxy, 4, "prod-eu's base");
+    // Data planes and enforcement, per cluster, in total and per namespace.
+    assert_eq!(
+        (
+            us.total.workloads_ambient,
+            us.total.workloads_waypoint,
+            us.total.namespaces_ambient,
+            us.total.authz_reduced_to_l4
+        ),
+        (2, 1, 1, 1)
+    );
+    assert_eq!(
+        (whole.total.workloads_ambient, whole.total.authz_as_written),
+        (2, 2)
+    );
+    assert_eq!(
+        (
+            us.namespaces[0].workloads_ambient,
+            us.namespaces[0].workloads_waypoint,
+            us.namespaces[0].authz_reduced_to_l4
+        ),
+        (2, 1, 1)
+    );
 
     // Per namespace, by cluster, with the findings counted there.
     let per_ns = store.namespace_metrics(run_id).await.unwrap();

@@ -101,7 +101,33 @@ const SEEDS: &[(i64, &str)] = &[
     (3, SEED_V3),
     (4, SEED_V4),
     (5, SEED_V5),
+    (6, SEED_V6),
 ];
+
+/// Version 6 adds workloads by data plane and AuthorizationPolicies by enforcement: a
+/// later baseline of the fleet with ambient workloads, one policy reduced to L4 and
+/// one not enforced, in total and in its namespace.
+const SEED_V6: &str = r#"
+INSERT INTO runs (job_id, kind, repo_id, repo, pr_number, head_sha, base_sha, started_at_ms, finished_at_ms,
+                  outcome, error, blocking, introduced, existing, resolved, errors, warnings, infos, suppressed, report_json)
+VALUES (NULL, 'baseline', 1003, 'acme/fleet', NULL, '6666666666666666666666666666666666666666', NULL, 1450, 1500,
+        'pass', NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL);
+
+INSERT INTO coverage_totals (run_id, revision, cluster, namespaces, namespaces_strict, namespaces_injected, workloads,
+                             workloads_with_proxy, selectors_effective, selectors_ineffective,
+                             workload_entries_selected, workload_entries_total, namespaces_permissive,
+                             namespaces_disable, namespaces_ambient, workloads_ambient, workloads_waypoint,
+                             authz_as_written, authz_reduced_to_l4, authz_not_enforced)
+VALUES ((SELECT id FROM runs WHERE head_sha = '6666666666666666666666666666666666666666'), 'head', '',
+        1, 0, 0, 4, 1, 2, 0, 0, 0, 1, 0, 1, 3, 1, 1, 1, 1);
+
+INSERT INTO coverage_namespaces (run_id, revision, cluster, namespace, mtls_mode, workloads, workloads_with_proxy,
+                                 selectors_effective, selectors_ineffective, workload_entries_selected,
+                                 workload_entries_total, workloads_ambient, workloads_waypoint, authz_as_written,
+                                 authz_reduced_to_l4, authz_not_enforced)
+VALUES ((SELECT id FROM runs WHERE head_sha = '6666666666666666666666666666666666666666'), 'head', '',
+        'shop', 'PERMISSIVE', 4, 1, 2, 0, 0, 0, 3, 1, 1, 1, 1);
+"#;
 
 /// Version 5 adds the cluster dimension: a baseline of a repository deploying to two
 /// clusters, its whole-repository row and each cluster's under one run and revision
@@ -188,7 +214,7 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     assert_eq!(repos[0].full_name, "acme/gitops");
     assert!(repos[0].installed && !repos[1].installed);
     let runs = store.runs(&RunFilter::default()).await.unwrap();
-    assert_eq!(runs.len(), 3);
+    assert_eq!(runs.len(), 4);
     assert_eq!(runs[0].outcome, RunOutcome::Fail);
     assert_eq!(runs[0].counts.existing, 1);
     let findings = store.findings(runs[0].id).await.unwrap();
@@ -202,6 +228,20 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     assert_eq!(coverage.len(), 1);
     assert_eq!(coverage[0].cluster, None);
     assert_eq!(coverage[0].namespaces[0].namespace, "egress");
+    // Version 6: rows written before it count nothing by data plane or enforcement.
+    let t = &coverage[0].total;
+    assert_eq!(
+        (
+            t.namespaces_ambient,
+            t.workloads_ambient,
+            t.workloads_waypoint,
+            t.authz_as_written,
+            t.authz_reduced_to_l4,
+            t.authz_not_enforced
+        ),
+        (0, 0, 0, 0, 0, 0)
+    );
+    assert_eq!(coverage[0].namespaces[0].workloads_ambient, 0);
     assert!(store.clusters(1001).await.unwrap().is_empty());
     let evidence = store.evidence(runs[0].id).await.unwrap();
     assert_eq!(evidence.len(), 1);
@@ -233,6 +273,14 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     assert_eq!(v1.coverage.namespaces_permissive, 1);
     assert_eq!(v1.coverage.namespaces_disable, 0);
     assert_eq!(v1.findings.error, 1);
+    assert_eq!(
+        (
+            v1.coverage.workloads_ambient,
+            v1.coverage.namespaces_ambient,
+            v1.coverage.authz_not_enforced
+        ),
+        (0, Some(0), 0)
+    );
     let egress = store.namespace_metrics(runs[0].id).await.unwrap();
     assert_eq!(egress.len(), 1);
     assert_eq!(
@@ -308,6 +356,43 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
             .cluster
             .as_deref(),
         Some("prod-eu")
+    );
+    // The version 6 seed: data planes and enforcement, in total, per namespace and
+    // in the series.
+    let v6 = store.coverage(runs[3].id).await.unwrap();
+    let t = &v6[0].total;
+    assert_eq!(
+        (
+            t.namespaces_ambient,
+            t.workloads_ambient,
+            t.workloads_waypoint,
+            t.authz_as_written,
+            t.authz_reduced_to_l4,
+            t.authz_not_enforced
+        ),
+        (1, 3, 1, 1, 1, 1)
+    );
+    let shop = &store.namespace_metrics(runs[3].id).await.unwrap()[0];
+    assert_eq!(
+        (
+            shop.metrics.coverage.workloads_ambient,
+            shop.metrics.coverage.workloads_waypoint,
+            shop.metrics.coverage.authz_reduced_to_l4
+        ),
+        (3, 1, 1)
+    );
+    let later = store
+        .series(&SeriesQuery {
+            start_ms: 1_000,
+            end_ms: 2_000,
+            ..fleet_query(None)
+        })
+        .await
+        .unwrap();
+    let m = later[0].metrics.as_ref().expect("v6 run metrics");
+    assert_eq!(
+        (m.coverage.workloads_ambient, m.coverage.authz_not_enforced),
+        (3, 1)
     );
     let overview = store.repo_overview().await.unwrap();
     assert_eq!(

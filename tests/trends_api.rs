@@ -132,6 +132,31 @@ async fn daily_series_takes_the_last_baseline_of_each_day_and_marks_gaps(store: 
         metric(&s, "namespaces_permissive"),
         vec![Some(2), Some(1), None, None, Some(1), None, None]
     );
+    // Data planes and enforcement (the seed's ambient): day 1 pay has an ambient
+    // workload without a waypoint (its policy reduced to L4), day 4 new one behind a
+    // waypoint and a policy nothing enforces.
+    for (key, want) in [
+        ("workloads_ambient", [0, 1, 1]),
+        ("workloads_waypoint", [0, 0, 1]),
+        ("namespaces_ambient", [0, 1, 1]),
+        ("authz_as_written", [2, 1, 3]),
+        ("authz_reduced_to_l4", [0, 1, 0]),
+        ("authz_not_enforced", [0, 0, 1]),
+    ] {
+        assert_eq!(
+            metric(&s, key),
+            vec![
+                Some(want[0]),
+                Some(want[1]),
+                None,
+                None,
+                Some(want[2]),
+                None,
+                None
+            ],
+            "{key}"
+        );
+    }
     let p = &s["points"];
     assert_eq!(p[1]["baselines"], 2);
     assert_eq!(p[1]["run"]["finished_at"], "2026-11-02T15:00:00Z");
@@ -212,6 +237,18 @@ async fn namespace_filter_follows_one_namespace(store: Store) {
     assert_eq!(day4["namespaces_permissive"], 1);
     assert!(day4["namespaces_injected"].is_null());
     assert_eq!(day4["findings"]["error"], 1);
+    assert_eq!(
+        (
+            &day4["workloads_ambient"],
+            &day4["workloads_waypoint"],
+            &day4["authz_not_enforced"]
+        ),
+        (&1.into(), &1.into(), &1.into())
+    );
+    assert!(
+        day4["namespaces_ambient"].is_null(),
+        "recorded for the whole repository only"
+    );
 
     let (_, shop) = api
         .get(
@@ -281,6 +318,15 @@ async fn clusters_have_series_of_their_own(store: Store) {
     );
     assert_eq!(s["points"][1]["metrics"]["findings"]["error"], 3);
     assert_eq!(s["points"][1]["metrics"]["findings"]["warning"], 1);
+    // Day 2: prod-us's web is ambient, one of its two workloads behind a waypoint.
+    assert_eq!(
+        metric(&s, "workloads_ambient"),
+        vec![Some(0), Some(0), Some(2)]
+    );
+    assert_eq!(
+        metric(&s, "authz_reduced_to_l4"),
+        vec![Some(0), Some(0), Some(1)]
+    );
 
     // One cluster: its numbers and the findings naming it; before the repository
     // named clusters, a gap that says so.
@@ -311,6 +357,19 @@ async fn clusters_have_series_of_their_own(store: Store) {
     );
 
     // A namespace in one cluster, and added up over the clusters that have it.
+    let (_, us) = api.get(&format!("{base}&cluster=prod-us"), "Series").await;
+    assert_eq!(
+        metric(&us, "workloads_waypoint"),
+        vec![None, Some(0), Some(1)]
+    );
+    assert_eq!(
+        metric(&us, "namespaces_ambient"),
+        vec![None, Some(0), Some(1)]
+    );
+    assert_eq!(
+        metric(&eu, "workloads_ambient"),
+        vec![None, Some(0), Some(0)]
+    );
     let (_, us_shop) = api
         .get(&format!("{base}&cluster=prod-us&namespace=shop"), "Series")
         .await;
@@ -400,8 +459,8 @@ async fn clusters_have_series_of_their_own(store: Store) {
     .await;
     assert_eq!(status, 200, "{html}");
     for row in [
-        "<tr><td>prod-eu</td><td class=\"num\">7 / 7</td><td class=\"num\">2 / 2</td>",
-        "<tr><td>prod-us</td><td class=\"num\">3 / 5</td><td class=\"num\">1 / 2</td>",
+        "<tr><td>prod-eu</td><td class=\"num\">7 / 7</td><td class=\"num\">0 (0)</td><td class=\"num\">2 / 2</td>",
+        "<tr><td>prod-us</td><td class=\"num\">3 / 5</td><td class=\"num\">2 (1)</td><td class=\"num\">1 / 2</td>",
     ] {
         assert!(html.contains(row), "{row}: {html}");
     }
@@ -476,6 +535,19 @@ async fn runs_are_cursor_paged_and_pr_runs_carry_their_delta(store: Store) {
     assert_eq!(older["delta"]["workloads_with_proxy"], 2);
     assert_eq!(older["delta"]["workloads"], 0);
     assert_eq!(older["findings"]["resolved"], 1);
+    // ... and of pay's two ambient workloads one now has a sidecar.
+    assert_eq!(older["delta"]["workloads_ambient"], -1);
+    // The later run of PR 7: new's workload arrives behind a waypoint, pay's policy
+    // is enforced as written again, new's is not enforced at all.
+    let later = &runs[0]["delta"];
+    assert_eq!(
+        (
+            &later["workloads_waypoint"],
+            &later["authz_reduced_to_l4"],
+            &later["authz_not_enforced"]
+        ),
+        (&1.into(), &(-1).into(), &1.into())
+    );
     assert_eq!(older["outcome"], "pass");
     // PR 8 takes a proxy away and introduces a finding: it fails.
     let (_, pr8) = api
@@ -684,6 +756,10 @@ async fn repos_list_and_metrics_show_the_latest_baseline(store: Store) {
         "meshward_coverage_namespaces_strict{repo=\"acme/gitops\"} 2",
         "meshward_coverage_namespaces_permissive{repo=\"acme/gitops\"} 1",
         "meshward_coverage_selectors_ineffective{repo=\"acme/gitops\"} 1",
+        "meshward_coverage_workloads_ambient{repo=\"acme/gitops\"} 1",
+        "meshward_coverage_workloads_waypoint{repo=\"acme/gitops\"} 1",
+        "meshward_coverage_namespaces_ambient{repo=\"acme/gitops\"} 1",
+        "meshward_coverage_authz_not_enforced{repo=\"acme/gitops\"} 1",
         "meshward_coverage_findings{repo=\"acme/gitops\",severity=\"error\"} 1",
         "meshward_coverage_timestamp_seconds{repo=\"acme/gitops\"} 1793865600",
     ] {

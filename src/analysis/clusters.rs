@@ -5,7 +5,7 @@
 
 use crate::changes::Changes;
 use crate::manifest::Loaded;
-use crate::model::coverage::{Coverage, TotalCoverage};
+use crate::model::coverage::Coverage;
 use crate::render::RenderedRevision;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -100,17 +100,7 @@ pub(crate) fn name(cluster: Option<&str>) -> String {
 pub(super) fn whole_coverage<'a>(parts: impl Iterator<Item = (&'a str, &'a Coverage)>) -> Coverage {
     let mut out = Coverage::default();
     for (cluster, c) in parts {
-        let t = &c.total;
-        let o: &mut TotalCoverage = &mut out.total;
-        o.namespaces += t.namespaces;
-        o.namespaces_strict += t.namespaces_strict;
-        o.namespaces_injected += t.namespaces_injected;
-        o.workloads += t.workloads;
-        o.workloads_with_proxy += t.workloads_with_proxy;
-        o.selectors_effective += t.selectors_effective;
-        o.selectors_ineffective += t.selectors_ineffective;
-        o.workload_entries_selected += t.workload_entries_selected;
-        o.workload_entries_total += t.workload_entries_total;
+        out.total.add(&c.total);
         for (ns, n) in &c.namespaces {
             out.namespaces.insert(format!("{cluster}/{ns}"), n.clone());
         }
@@ -128,6 +118,8 @@ pub(super) fn whole_changes(parts: Vec<(String, Changes)>) -> Changes {
         out.vm_bootstrap.extend(c.vm_bootstrap);
         out.selectors.extend(c.selectors);
         out.latency.extend(c.latency);
+        out.dataplanes.extend(c.dataplanes);
+        out.authz_enforcement.extend(c.authz_enforcement);
         let p = c.proxy_cost;
         let o = &mut out.proxy_cost;
         if let Some(s) = p.summary {

@@ -203,6 +203,10 @@ pub fn of(base: &Model, head: &Model, mesh: &MeshConfig) -> ProxyCost {
             (_, None) => "removed from the repository".to_string(),
             (None, Some(h)) => format!("new workload: {}", turned_on_text(h)),
             (Some(_), Some(h)) if !on_b => format!("injection turned on: {}", turned_on_text(h)),
+            (Some(_), Some(h)) if !on_h && h.ambient => format!(
+                "moves to ambient: {}; ztunnel, one per node, takes over from the sidecars",
+                h.dataplane_reason
+            ),
             (Some(_), Some(h)) if !on_h => format!("injection turned off: {}", h.proxy_reason),
             (Some(b), Some(h)) => scale_text(b, h).unwrap_or_else(|| "scaled".to_string()),
         };

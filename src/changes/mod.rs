@@ -1,10 +1,12 @@
 //! What a change does to the mesh, beyond its findings: the identities it gives
 //! workloads, what VMs of a WorkloadGroup will start with, how selections move, what
-//! new proxies cost and where calls gain a hop. Pure functions of the base and head
+//! new proxies cost, where calls gain a hop, which data plane workloads move to and
+//! how AuthorizationPolicies are enforced after it. Pure functions of the base and head
 //! models; rendered by the markdown report and part of the JSON (`changes`).
 
 mod bootstrap;
 mod cost;
+mod dataplane;
 mod latency;
 
 use crate::config::MeshConfig;
@@ -14,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use bootstrap::{RootCert, Token, VmBootstrap};
 pub use cost::{ProxyCost, ProxyCostItem, Uncounted};
+pub use dataplane::{DataplaneChange, EnforcementChange};
 pub use latency::NewHop;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -23,6 +26,14 @@ pub struct Changes {
     pub selectors: Vec<SelectorChange>,
     pub proxy_cost: ProxyCost,
     pub latency: Vec<NewHop>,
+    /// Workloads the change moves between data planes (sidecar, ambient, none) or
+    /// whose waypoint it changes. Absent in reports stored before it existed.
+    #[serde(default)]
+    pub dataplanes: Vec<DataplaneChange>,
+    /// AuthorizationPolicies whose enforcement the change moves (as written, reduced
+    /// to L4 by ztunnel, not enforced). Absent in reports stored before it existed.
+    #[serde(default)]
+    pub authz_enforcement: Vec<EnforcementChange>,
 }
 
 impl Changes {
@@ -33,6 +44,8 @@ impl Changes {
             && self.proxy_cost.workloads.is_empty()
             && self.proxy_cost.uncounted.is_empty()
             && self.latency.is_empty()
+            && self.dataplanes.is_empty()
+            && self.authz_enforcement.is_empty()
     }
 }
 
@@ -120,6 +133,8 @@ pub fn of(base: &Model, head: &Model, mesh: &MeshConfig) -> Changes {
         selectors: selectors(base, head),
         proxy_cost: cost::of(base, head, mesh),
         latency: latency::of(base, head, mesh),
+        dataplanes: dataplane::dataplanes(base, head),
+        authz_enforcement: dataplane::enforcement(base, head),
     }
 }
 

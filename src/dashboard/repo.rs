@@ -1,6 +1,7 @@
 //! `/repos/{owner}/{repo}`: a repository's coverage over time (the whole repository,
-//! one of its clusters, or one namespace), its clusters side by side, the namespaces
-//! of the latest baseline, and the last runs.
+//! one of its clusters, or one namespace: workloads by data plane, AuthorizationPolicies
+//! by enforcement, mTLS modes, selectors, findings), its clusters side by side, the
+//! namespaces of the latest baseline, and the last runs.
 
 use super::chart::{self, Chart, Line};
 use super::{bucket_label, href, layout, pct, signed, values, verdict};
@@ -112,6 +113,10 @@ pub fn repo_page(p: &RepoPage) -> String {
     }
     let with_cluster_column =
         s.cluster.is_none() && p.namespaces.iter().any(|n| n.cluster.is_some());
+    let with_ambient_column = p
+        .namespaces
+        .iter()
+        .any(|n| n.metrics.coverage.workloads_ambient > 0);
     let ns_query = |n: &NamespaceMetrics| {
         href(
             repo,
@@ -153,6 +158,17 @@ pub fn repo_page(p: &RepoPage) -> String {
                 (chart("chart-proxy", "Workloads with a proxy", vec![
                     Line { label: "workloads", color: "#98a2b3", values: values(s, |m| m.coverage.workloads) },
                     Line { label: "with a proxy", color: "#12b76a", values: values(s, |m| m.coverage.workloads_with_proxy) },
+                ]))
+                (chart("chart-dataplanes", "Workloads by data plane", vec![
+                    Line { label: "sidecar", color: "#12b76a", values: values(s, |m| m.coverage.workloads_with_proxy) },
+                    Line { label: "ambient (L4 only)", color: "#f79009", values: values(s, |m| (m.coverage.workloads_ambient - m.coverage.workloads_waypoint).max(0)) },
+                    Line { label: "ambient with a waypoint", color: "#2e90fa", values: values(s, |m| m.coverage.workloads_waypoint) },
+                    Line { label: "none", color: "#f04438", values: values(s, without_dataplane) },
+                ]))
+                (chart("chart-authz", "AuthorizationPolicies by enforcement", vec![
+                    Line { label: "as written", color: "#12b76a", values: values(s, |m| m.coverage.authz_as_written) },
+                    Line { label: "reduced to L4 by ztunnel", color: "#f79009", values: values(s, |m| m.coverage.authz_reduced_to_l4) },
+                    Line { label: "not enforced", color: "#f04438", values: values(s, |m| m.coverage.authz_not_enforced) },
                 ]))
                 (chart("chart-mtls", "Namespaces by mTLS mode", vec![
                     Line { label: "STRICT", color: "#12b76a", values: values(s, |m| m.coverage.namespaces_strict) },
@@ -196,6 +212,7 @@ pub fn repo_page(p: &RepoPage) -> String {
                         thead { tr {
                             @if with_cluster_column { th { "cluster" } }
                             th { "namespace" } th { "mTLS" } th.num { "workloads with a proxy" }
+                            @if with_ambient_column { th.num { "ambient (with a waypoint)" } }
                             th.num { "selectors effective" } th.num { "WorkloadEntries selected" }
                             th.num { "errors" } th.num { "warnings" }
                         } }
@@ -207,6 +224,7 @@ pub fn repo_page(p: &RepoPage) -> String {
                                     td { a href=(ns_query(n)) { (n.namespace) } }
                                     td { (c.mtls_mode.as_deref().unwrap_or("")) }
                                     td.num { (c.workloads_with_proxy) " / " (c.workloads) }
+                                    @if with_ambient_column { td.num { (c.workloads_ambient) " (" (c.workloads_waypoint) ")" } }
                                     td.num { (c.selectors_effective) " / " (c.selectors_effective + c.selectors_ineffective) }
                                     td.num { (c.workload_entries_selected) " / " (c.workload_entries_total) }
                                     td.num { (m.findings.error) }
@@ -223,6 +241,12 @@ pub fn repo_page(p: &RepoPage) -> String {
     .into_string()
 }
 
+/// Workloads with neither a sidecar nor ztunnel.
+fn without_dataplane(m: &Metrics) -> i64 {
+    let c = &m.coverage;
+    (c.workloads - c.workloads_with_proxy - c.workloads_ambient).max(0)
+}
+
 fn headline(latest: Option<&Metrics>) -> Markup {
     html! {
         @match latest {
@@ -233,6 +257,12 @@ fn headline(latest: Option<&Metrics>) -> Markup {
                     div.card { "namespaces STRICT" b { (pct(c.namespaces_strict, c.namespaces)) } span.muted { (c.namespaces_strict) " of " (c.namespaces) } }
                     div.card { "selectors effective" b { (pct(c.selectors_effective, c.selectors_effective + c.selectors_ineffective)) } span.muted { (c.selectors_ineffective) " select nothing" } }
                     div.card { "WorkloadEntries selected" b { (pct(c.workload_entries_selected, c.workload_entries_total)) } span.muted { (c.workload_entries_selected) " of " (c.workload_entries_total) } }
+                    @if c.workloads_ambient > 0 {
+                        div.card #card-ambient { "workloads in ambient" b { (pct(c.workloads_ambient, c.workloads)) } span.muted { (c.workloads_ambient) " of " (c.workloads) ", " (c.workloads_waypoint) " with a waypoint" } }
+                    }
+                    @if c.authz_reduced_to_l4 + c.authz_not_enforced > 0 {
+                        div.card #card-authz { "AuthorizationPolicies as written" b { (pct(c.authz_as_written, c.authz_as_written + c.authz_reduced_to_l4 + c.authz_not_enforced)) } span.muted { (c.authz_reduced_to_l4) " reduced to L4, " (c.authz_not_enforced) " not enforced" } }
+                    }
                     div.card { "findings" b { (m.findings.error) @if m.findings.error == 1 { " error" } @else { " errors" } } span.muted { (m.findings.warning) " warnings, " (m.findings.info) " info" } }
                 }
             }

@@ -26,6 +26,14 @@ pub fn run_page(
     let base = run.coverage.base.as_ref().map(|c| c.counts());
     let finding_clusters = findings.iter().any(|f| f.cluster.is_some());
     let namespace_clusters = namespaces.iter().any(|n| n.cluster.is_some());
+    // Data planes and enforcement per namespace only where there is ambient or a
+    // weakened policy to see.
+    let namespace_ambient = namespaces
+        .iter()
+        .any(|n| n.metrics.coverage.workloads_ambient > 0);
+    let namespace_authz = namespaces.iter().any(|n| {
+        n.metrics.coverage.authz_reduced_to_l4 + n.metrics.coverage.authz_not_enforced > 0
+    });
     layout(
         &title,
         true,
@@ -49,7 +57,7 @@ pub fn run_page(
                         @for (i, (name, h)) in head.iter().enumerate() {
                             @let b = base.as_ref().and_then(|b| b[i].1);
                             tr {
-                                td { (name.replace('_', " ")) }
+                                td { (crate::trends::metric(name).map_or_else(|| name.replace('_', " "), |m| m.label.to_string())) }
                                 @if base.is_some() { td.num { (b.map(|v| v.to_string()).unwrap_or_default()) } }
                                 td.num { (h.map(|v| v.to_string()).unwrap_or_default()) }
                                 @if base.is_some() { td.num { (match (h, b) { (Some(h), Some(b)) => signed(h - b), _ => String::new() }) } }
@@ -84,7 +92,9 @@ pub fn run_page(
             @if !namespaces.is_empty() {
                 h2 { "Namespaces (head)" }
                 table #namespaces {
-                    thead { tr { @if namespace_clusters { th { "cluster" } } th { "namespace" } th { "mTLS" } th.num { "workloads with a proxy" } th.num { "selectors effective" } th.num { "errors" } } }
+                    thead { tr { @if namespace_clusters { th { "cluster" } } th { "namespace" } th { "mTLS" } th.num { "workloads with a proxy" }
+                        @if namespace_ambient { th.num { "ambient (with a waypoint)" } }
+                        th.num { "selectors effective" } @if namespace_authz { th.num { "AuthorizationPolicies as written / reduced / not enforced" } } th.num { "errors" } } }
                     tbody {
                         @for n in namespaces {
                             @let m = &n.metrics;
@@ -92,7 +102,9 @@ pub fn run_page(
                                 @if namespace_clusters { td { (n.cluster.as_deref().unwrap_or("")) } }
                                 td { (n.namespace) } td { (m.coverage.mtls_mode.as_deref().unwrap_or("")) }
                                 td.num { (m.coverage.workloads_with_proxy) " / " (m.coverage.workloads) }
+                                @if namespace_ambient { td.num { (m.coverage.workloads_ambient) " (" (m.coverage.workloads_waypoint) ")" } }
                                 td.num { (m.coverage.selectors_effective) " / " (m.coverage.selectors_effective + m.coverage.selectors_ineffective) }
+                                @if namespace_authz { td.num { (m.coverage.authz_as_written) " / " (m.coverage.authz_reduced_to_l4) " / " (m.coverage.authz_not_enforced) } }
                                 td.num { (m.findings.error) }
                             }
                         }
@@ -118,12 +130,15 @@ fn clusters_table(clusters: &[CoverageRecord]) -> Markup {
             .map(|c| &c.total)
     };
     let with_base = heads.iter().any(|h| base_of(&h.cluster).is_some());
+    let with_ambient = heads.iter().any(|h| h.total.workloads_ambient > 0);
     html! {
         @if !heads.is_empty() {
             h2 { "Clusters (head)" }
             table #clusters {
                 thead { tr {
-                    th { "cluster" } th.num { "workloads with a proxy" } th.num { "namespaces STRICT" }
+                    th { "cluster" } th.num { "workloads with a proxy" }
+                    @if with_ambient { th.num { "ambient (with a waypoint)" } }
+                    th.num { "namespaces STRICT" }
                     th.num { "selectors effective" } th.num { "WorkloadEntries selected" }
                     @if with_base { th.num { "Δ with a proxy" } th.num { "Δ STRICT" } }
                 } }
@@ -134,6 +149,7 @@ fn clusters_table(clusters: &[CoverageRecord]) -> Markup {
                         tr {
                             td { (h.cluster.as_deref().unwrap_or("")) }
                             td.num { (t.workloads_with_proxy) " / " (t.workloads) }
+                            @if with_ambient { td.num { (t.workloads_ambient) " (" (t.workloads_waypoint) ")" } }
                             td.num { (t.namespaces_strict) " / " (t.namespaces) }
                             td.num { (t.selectors_effective) " / " (t.selectors_effective + t.selectors_ineffective) }
                             td.num { (t.workload_entries_selected) " / " (t.workload_entries_total) }

@@ -147,7 +147,7 @@ fn repo_page_shows_gaps_with_their_reasons_and_escapes_errors() {
     );
     assert!(!html.contains("<script"));
     assert!(html.contains("href=\"/repos/acme/gitops?from=2026-11-01&amp;namespace=shop\""));
-    assert_eq!(html.matches("<svg").count(), 5);
+    assert_eq!(html.matches("<svg").count(), 7);
     assert!(html.contains("2 of 4 have one"));
 }
 
@@ -187,7 +187,7 @@ fn repo_page_draws_a_line_per_cluster_and_links_each_cluster() {
         runs: &[],
         query: &[("from".into(), "2026-11-01".into())],
     });
-    assert_eq!(html.matches("<svg").count(), 8, "5 charts, 3 by cluster");
+    assert_eq!(html.matches("<svg").count(), 10, "7 charts, 3 by cluster");
     let by_cluster = &html[html.find("id=\"chart-clusters-proxy\"").unwrap()..];
     let by_cluster = &by_cluster[..by_cluster.find("</figure>").unwrap()];
     for (cluster, values) in [("prod-eu", ["2", "5"]), ("prod-&lt;us&gt;", ["3", "6"])] {
@@ -234,7 +234,7 @@ fn repo_page_draws_a_line_per_cluster_and_links_each_cluster() {
         html.contains("<h1>acme/gitops · cluster prod-eu</h1>"),
         "{html}"
     );
-    assert_eq!(html.matches("<svg").count(), 5);
+    assert_eq!(html.matches("<svg").count(), 7);
     assert!(html.contains("class=\"on\" href=\"/repos/acme/gitops?cluster=prod-eu\""));
     assert!(html.contains("href=\"/repos/acme/gitops\" data-cluster=\"\""));
 }
@@ -251,4 +251,84 @@ fn a_repository_with_one_cluster_shows_no_cluster_controls() {
     });
     assert!(!html.contains("id=\"clusters\""));
     assert!(!html.contains("By cluster"));
+}
+
+#[test]
+fn repo_page_charts_workloads_by_data_plane_and_policies_by_enforcement() {
+    let mut s = series();
+    // The last day: 5 workloads, 2 with a sidecar, 2 ambient (1 behind a waypoint),
+    // 1 with neither; one policy as written, one reduced, one not enforced.
+    if let Some(m) = s.points[2].metrics.as_mut() {
+        m.coverage.workloads_with_proxy = 2;
+        m.coverage.workloads_ambient = 2;
+        m.coverage.workloads_waypoint = 1;
+        m.coverage.authz_as_written = 1;
+        m.coverage.authz_reduced_to_l4 = 1;
+        m.coverage.authz_not_enforced = 1;
+    }
+    let html = repo_page(&RepoPage {
+        series: &s,
+        cluster_series: &[],
+        namespaces: &[NamespaceMetrics {
+            cluster: None,
+            namespace: "shop".into(),
+            metrics: {
+                let mut m = metrics(3, 1, 1);
+                m.coverage.workloads_ambient = 2;
+                m.coverage.workloads_waypoint = 1;
+                m
+            },
+        }],
+        runs: &[],
+        query: &[],
+    });
+    let chart = |id: &str| {
+        let from = html.find(&format!("id=\"{id}\"")).expect(id);
+        let c = &html[from..];
+        c[..c.find("</figure>").expect("figure end")].to_string()
+    };
+    let planes = chart("chart-dataplanes");
+    for (series, day0, day2) in [
+        ("sidecar", "2", "2"),
+        ("ambient (L4 only)", "0", "1"),
+        ("ambient with a waypoint", "0", "1"),
+        ("none", "2", "1"),
+    ] {
+        for (bucket, v) in [("2026-11-01", day0), ("2026-11-03", day2)] {
+            assert!(
+                planes.contains(&format!(
+                    "data-series=\"{series}\" data-value=\"{v}\" data-bucket=\"{bucket}\""
+                )),
+                "{series} on {bucket} = {v}: {planes}"
+            );
+        }
+    }
+    let authz = chart("chart-authz");
+    for series in ["as written", "reduced to L4 by ztunnel", "not enforced"] {
+        assert!(
+            authz.contains(&format!(
+                "data-series=\"{series}\" data-value=\"1\" data-bucket=\"2026-11-03\""
+            )),
+            "{series}: {authz}"
+        );
+    }
+    // The latest numbers in cards, the namespace's ambient workloads in its row.
+    assert!(html.contains("id=\"card-ambient\""), "{html}");
+    assert!(html.contains("2 of 5, 1 with a waypoint"), "{html}");
+    assert!(html.contains("1 reduced to L4, 1 not enforced"), "{html}");
+    assert!(html.contains("<th class=\"num\">ambient (with a waypoint)</th>"));
+    assert!(html.contains("<td class=\"num\">2 (1)</td>"));
+    // Without ambient workloads or weakened policies, no such cards or column.
+    let plain = repo_page(&RepoPage {
+        series: &series(),
+        cluster_series: &[],
+        namespaces: &[],
+        runs: &[],
+        query: &[],
+    });
+    assert!(!plain.contains("card-ambient") && !plain.contains("card-authz"));
+    assert!(
+        plain.contains("id=\"chart-dataplanes\""),
+        "the chart is always there"
+    );
 }

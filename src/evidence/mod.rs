@@ -49,6 +49,10 @@ pub struct TrafficEvidence {
     pub tcp_connections_total: u64,
     #[serde(default)]
     pub tcp_connections_plaintext: u64,
+    /// Bytes received without mTLS: a plaintext connection opened before the window
+    /// and still open shows here only.
+    #[serde(default)]
+    pub tcp_bytes_plaintext: u64,
     /// The query that produced the numbers, so a reviewer can rerun it.
     #[serde(default)]
     pub query: Option<String>,
@@ -90,6 +94,7 @@ impl TrafficEvidence {
     pub fn plaintext(&self) -> u64 {
         self.requests_plaintext
             .saturating_add(self.tcp_connections_plaintext)
+            .saturating_add(self.tcp_bytes_plaintext)
     }
     pub fn total(&self) -> u64 {
         self.requests_total

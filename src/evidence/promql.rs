@@ -2,20 +2,26 @@
 //! Zero plaintext into a scope over a window W (see ISTIO.md):
 //! `sum(increase(istio_requests_total{reporter="destination",<scope>,connection_security_policy!="mutual_tls"}[W]))`
 //! and the same for `istio_tcp_connections_opened_total`; the totals drop the last
-//! matcher. Everything user-supplied is escaped.
+//! matcher. Ambient workloads have no sidecar: their ztunnel reports TCP metrics only,
+//! with `connection_security_policy="unknown"` for plaintext, so the TCP queries cover
+//! them, and plaintext bytes received (`istio_tcp_received_bytes_total`) catch
+//! long-lived plaintext connections opened before the window. Everything
+//! user-supplied is escaped.
 
 use super::scopes::Subject;
 use std::collections::BTreeMap;
 
 pub const HTTP_METRIC: &str = "istio_requests_total";
 pub const TCP_METRIC: &str = "istio_tcp_connections_opened_total";
+pub const TCP_BYTES_METRIC: &str = "istio_tcp_received_bytes_total";
 
-/// The four numbers of one subject, by the names the evidence uses.
-pub const NUMBERS: [&str; 4] = [
+/// The numbers of one subject, by the names the evidence uses.
+pub const NUMBERS: [&str; 5] = [
     "requests_plaintext",
     "requests_total",
     "tcp_connections_plaintext",
     "tcp_connections_total",
+    "tcp_bytes_plaintext",
 ];
 
 /// A PromQL double-quoted string.
@@ -82,7 +88,7 @@ fn one_or_many(label: &str, values: &[String]) -> String {
     }
 }
 
-/// The four queries for one subject: number name → PromQL.
+/// The queries for one subject: number name → PromQL.
 pub fn queries(
     subject: &Subject,
     extra: &BTreeMap<String, String>,
@@ -109,6 +115,7 @@ pub fn queries(
         (NUMBERS[1].to_string(), build(HTTP_METRIC, false)),
         (NUMBERS[2].to_string(), build(TCP_METRIC, true)),
         (NUMBERS[3].to_string(), build(TCP_METRIC, false)),
+        (NUMBERS[4].to_string(), build(TCP_BYTES_METRIC, true)),
     ])
 }
 

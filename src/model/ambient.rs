@@ -23,6 +23,8 @@ pub(super) const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace
 const WAYPOINT_FOR: &str = "istio.io/waypoint-for";
 const INGRESS_USE_WAYPOINT: &str = "istio.io/ingress-use-waypoint";
 pub(crate) const WAYPOINT_CLASS: &str = "istio-waypoint";
+/// Set by the API server on every namespace (gateway allowedRoutes selectors use it).
+const NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";
 /// istio-cni's default `excludeNamespaces`.
 const CNI_EXCLUDED: &[&str] = &["kube-system"];
 
@@ -134,7 +136,7 @@ pub(super) fn capture(w: &mut Workload, ns: Option<&Namespace>) {
     let (plane, reason): (&str, String) = if w.proxy {
         let conflict = if pod_mode == Some("ambient") {
             Some(format!(
-                "its pods are labelled istio.io/dataplane-mode=ambient, but {} gives them a sidecar, and the sidecar wins: ztunnel skips them",
+                "its pods are labelled istio.io/dataplane-mode=ambient, but they get a sidecar ({}), and the sidecar wins: ztunnel skips them",
                 w.proxy_reason
             ))
         } else if ns_ambient == Some(true) && w.proxy_via.as_deref() != Some("template") {
@@ -150,7 +152,10 @@ pub(super) fn capture(w: &mut Workload, ns: Option<&Namespace>) {
     } else if w.host_network {
         ("none", "hostNetwork pods are never captured".into())
     } else if CNI_EXCLUDED.contains(&ns_name.as_str()) {
-        ("none", format!("istio-cni never captures pods of {ns_name}"))
+        (
+            "none",
+            format!("istio-cni never captures pods of {ns_name}"),
+        )
     } else if pod_mode == Some("none") {
         (
             "none",
@@ -255,7 +260,12 @@ pub(super) fn bindings(
     let used_namespaces: std::collections::HashSet<&str> = resources
         .iter()
         .filter_map(|r| r.namespace.as_deref())
-        .chain(namespaces.values().filter(|n| n.declared).map(|n| n.name.as_str()))
+        .chain(
+            namespaces
+                .values()
+                .filter(|n| n.declared)
+                .map(|n| n.name.as_str()),
+        )
         .collect();
     let mut out = Vec::new();
     let mut add = |resource: &str,
@@ -293,11 +303,17 @@ pub(super) fn bindings(
             Some(g) if g.namespace != namespace => {
                 let allowed = match g.allowed_from.as_str() {
                     "All" => true,
-                    "Selector" => namespaces.get(namespace).is_some_and(|n| {
-                        n.labels_known
-                            && g.allowed_selector
-                                .as_ref()
-                                .is_some_and(|s| n.labels.selected_by(s))
+                    // The API server gives every namespace the label
+                    // kubernetes.io/metadata.name, so a selector on it alone is
+                    // decided even when the namespace's other labels are unknown.
+                    "Selector" => g.allowed_selector.as_ref().is_some_and(|s| {
+                        let mut labels = namespaces
+                            .get(namespace)
+                            .filter(|n| n.labels_known)
+                            .map(|n| n.labels.clone())
+                            .unwrap_or_default();
+                        labels.insert(NAMESPACE_NAME.to_string(), namespace.to_string());
+                        labels.selected_by(s)
                     }),
                     _ => false,
                 };
@@ -366,7 +382,14 @@ pub(super) fn bindings(
     for w in workloads {
         let template: &[&str] = match w.kind.as_str() {
             "Pod" => &["metadata", "labels"],
-            "CronJob" => &["spec", "jobTemplate", "spec", "template", "metadata", "labels"],
+            "CronJob" => &[
+                "spec",
+                "jobTemplate",
+                "spec",
+                "template",
+                "metadata",
+                "labels",
+            ],
             _ => &["spec", "template", "metadata", "labels"],
         };
         add(
@@ -418,7 +441,10 @@ pub(super) fn waypoint_of(
     if binding.problem.is_some() && binding.kind != "Namespace" {
         return None;
     }
-    if matches!(binding.problem.as_deref(), Some("not-found" | "cross-namespace")) {
+    if matches!(
+        binding.problem.as_deref(),
+        Some("not-found" | "cross-namespace")
+    ) {
         return None;
     }
     let id = binding.gateway.as_deref()?;
@@ -508,10 +534,7 @@ fn rule_at_ztunnel(rule: &Json, index: usize) -> (Vec<String>, bool) {
 
 /// The policy as ztunnel enforces it; None for policies that never reach ztunnel
 /// (targetRefs) or whose scope holds no ambient workload.
-pub(super) fn ztunnel_authz(
-    r: &Resource,
-    covered: &[&Workload],
-) -> Option<ZtunnelAuthz> {
+pub(super) fn ztunnel_authz(r: &Resource, covered: &[&Workload]) -> Option<ZtunnelAuthz> {
     if r.body.pointer("/spec/targetRef").is_some() || r.body.pointer("/spec/targetRefs").is_some() {
         return None;
     }
@@ -523,7 +546,9 @@ pub(super) fn ztunnel_authz(
     if ambient.is_empty() {
         return None;
     }
-    let action = str_at(&r.body, "/spec/action").unwrap_or("ALLOW").to_string();
+    let action = str_at(&r.body, "/spec/action")
+        .unwrap_or("ALLOW")
+        .to_string();
     let dry_run = r
         .body
         .pointer("/metadata/annotations/istio.io~1dry-run")
@@ -593,12 +618,7 @@ pub(super) fn target_refs(
         (Some(list), _) => list
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                (
-                    vec!["spec".into(), "targetRefs".into(), i.to_string()],
-                    t,
-                )
-            })
+            .map(|(i, t)| (vec!["spec".into(), "targetRefs".into(), i.to_string()], t))
             .collect(),
         (None, Some(t)) => vec![(vec!["spec".into(), "targetRef".into()], t)],
         _ => Vec::new(),
@@ -608,7 +628,10 @@ pub(super) fn target_refs(
             let kind = str_at(t, "/kind").unwrap_or_default().to_string();
             let name = str_at(t, "/name").unwrap_or_default().to_string();
             let (state, waypoint) = match kind.as_str() {
-                "Gateway" => match waypoints.iter().find(|w| w.namespace == ns && w.name == name) {
+                "Gateway" => match waypoints
+                    .iter()
+                    .find(|w| w.namespace == ns && w.name == name)
+                {
                     Some(w) if w.waypoint_class => ("bound", Some(w.id.clone())),
                     Some(_) => ("not-waypoint", None),
                     None => ("not-found", None),

@@ -496,7 +496,10 @@ pub fn build_with(
                 is_istio(r)
                     && matches!(
                         r.kind.as_str(),
-                        "AuthorizationPolicy" | "RequestAuthentication" | "Telemetry" | "WasmPlugin"
+                        "AuthorizationPolicy"
+                            | "RequestAuthentication"
+                            | "Telemetry"
+                            | "WasmPlugin"
                     )
             })
             .flat_map(|r| ambient::target_refs(r, &model.waypoints, &by_target))
@@ -540,13 +543,19 @@ fn ambient_services(model: &mut Model, resources: &[Resource]) {
             name: r.name.clone(),
             waypoint,
             ingress_use_waypoint: ambient::ingress_uses_waypoint(&labels, namespace),
-            selects: selects.get(r.id.as_str()).map(|v| v.to_vec()).unwrap_or_default(),
+            selects: selects
+                .get(r.id.as_str())
+                .map(|v| v.to_vec())
+                .unwrap_or_default(),
         });
     }
     let mut by_workload: HashMap<&str, Vec<String>> = HashMap::new();
     for s in &served {
         for id in &s.selects {
-            by_workload.entry(id.as_str()).or_default().push(s.waypoint.clone());
+            by_workload
+                .entry(id.as_str())
+                .or_default()
+                .push(s.waypoint.clone());
         }
     }
     for w in &mut model.workloads {

@@ -140,8 +140,11 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
     let namespace_wide = !has_target_ref && NAMESPACE_WIDE.contains(&r.kind.as_str());
     // ztunnel takes AuthorizationPolicy and PeerAuthentication, nothing else that
     // selects; policies with targetRefs go to waypoints only.
-    let ztunnel_takes =
-        !has_target_ref && matches!(r.kind.as_str(), "AuthorizationPolicy" | "PeerAuthentication");
+    let ztunnel_takes = !has_target_ref
+        && matches!(
+            r.kind.as_str(),
+            "AuthorizationPolicy" | "PeerAuthentication"
+        );
     // Istio reads an empty selector (`matchLabels: {}`) as none: the policy is
     // namespace-wide (mesh-wide in the root namespace).
     let selector_path: Vec<String> = path.iter().map(|s| s.to_string()).collect();

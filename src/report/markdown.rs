@@ -295,48 +295,65 @@ fn in_sentence(label: &str) -> String {
 }
 
 fn coverage_table(out: &mut String, report: &Report) {
+    use crate::model::coverage::TotalCoverage;
     let head = &report.coverage.head.total;
     let base = report.coverage.base.as_ref().map(|c| &c.total);
-    let rows: Vec<(&str, String, Option<String>)> = vec![
+    let either = |f: fn(&TotalCoverage) -> bool| f(head) || base.is_some_and(f);
+    // Data planes and enforcement only where they say something: a repository without
+    // ambient workloads or weakened policies reads as before.
+    let ambient = either(|t| t.workloads_ambient > 0);
+    let weakened = either(TotalCoverage::authz_weakened);
+    type Ratio = fn(&TotalCoverage) -> (usize, usize);
+    let mut picks: Vec<(&str, Ratio)> = Vec::new();
+    if ambient {
+        picks.push(("Workloads with a sidecar", |t| {
+            (t.workloads_with_proxy, t.workloads)
+        }));
+        picks.push(("Workloads in ambient (ztunnel)", |t| {
+            (t.workloads_ambient, t.workloads)
+        }));
+        picks.push(("Ambient workloads behind a waypoint", |t| {
+            (t.workloads_waypoint, t.workloads_ambient)
+        }));
+        picks.push(("Workloads with neither", |t| {
+            (t.workloads_without_dataplane(), t.workloads)
+        }));
+    } else {
+        picks.push(("Workloads with a proxy", |t| {
+            (t.workloads_with_proxy, t.workloads)
+        }));
+    }
+    picks.push(("Namespaces under STRICT", |t| {
+        (t.namespaces_strict, t.namespaces)
+    }));
+    picks.push(("Selectors that select something", |t| {
         (
-            "Workloads with a proxy",
-            format!("{}/{}", head.workloads_with_proxy, head.workloads),
-            base.map(|b| format!("{}/{}", b.workloads_with_proxy, b.workloads)),
-        ),
-        (
-            "Namespaces under STRICT",
-            format!("{}/{}", head.namespaces_strict, head.namespaces),
-            base.map(|b| format!("{}/{}", b.namespaces_strict, b.namespaces)),
-        ),
-        (
-            "Selectors that select something",
-            format!(
-                "{}/{}",
-                head.selectors_effective,
-                head.selectors_effective + head.selectors_ineffective
-            ),
-            base.map(|b| {
-                format!(
-                    "{}/{}",
-                    b.selectors_effective,
-                    b.selectors_effective + b.selectors_ineffective
-                )
-            }),
-        ),
-        (
-            "WorkloadEntries a ServiceEntry selects",
-            format!(
-                "{}/{}",
-                head.workload_entries_selected, head.workload_entries_total
-            ),
-            base.map(|b| {
-                format!(
-                    "{}/{}",
-                    b.workload_entries_selected, b.workload_entries_total
-                )
-            }),
-        ),
-    ];
+            t.selectors_effective,
+            t.selectors_effective + t.selectors_ineffective,
+        )
+    }));
+    picks.push(("WorkloadEntries a ServiceEntry selects", |t| {
+        (t.workload_entries_selected, t.workload_entries_total)
+    }));
+    if weakened {
+        picks.push(("AuthorizationPolicies enforced as written", |t| {
+            (t.authz_as_written, t.authz_counted())
+        }));
+        picks.push(("AuthorizationPolicies reduced to L4 by ztunnel", |t| {
+            (t.authz_reduced_to_l4, t.authz_counted())
+        }));
+        picks.push(("AuthorizationPolicies not enforced", |t| {
+            (t.authz_not_enforced, t.authz_counted())
+        }));
+    }
+    let ratio = |t: &TotalCoverage, pick: Ratio| {
+        let (n, of) = pick(t);
+        format!("{n}/{of}")
+    };
+    let rows: Vec<(&str, String, Option<String>)> = picks
+        .into_iter()
+        .map(|(name, pick)| (name, ratio(head, pick), base.map(|b| ratio(b, pick))))
+        .collect();
     let _ = writeln!(out, "### Mesh coverage\n");
     if !report.coverage.clusters.is_empty() {
         let _ = writeln!(
@@ -381,33 +398,73 @@ fn coverage_table(out: &mut String, report: &Report) {
 /// Each cluster's coverage, in a repository with several: base → head where the
 /// change moves it.
 fn clusters_coverage(out: &mut String, clusters: &[super::ClusterCoverage]) {
+    use crate::model::coverage::TotalCoverage;
     if clusters.is_empty() {
         return;
     }
+    let any = |f: fn(&TotalCoverage) -> bool| {
+        clusters
+            .iter()
+            .any(|c| f(&c.head.total) || c.base.as_ref().is_some_and(|b| f(&b.total)))
+    };
+    type Cell = fn(&TotalCoverage) -> String;
+    let mut columns: Vec<(&str, Cell)> = vec![
+        ("Workloads with a proxy", |t| {
+            format!("{}/{}", t.workloads_with_proxy, t.workloads)
+        }),
+        ("Namespaces under STRICT", |t| {
+            format!("{}/{}", t.namespaces_strict, t.namespaces)
+        }),
+        ("Selectors that select something", |t| {
+            format!(
+                "{}/{}",
+                t.selectors_effective,
+                t.selectors_effective + t.selectors_ineffective
+            )
+        }),
+        ("WorkloadEntries selected", |t| {
+            format!(
+                "{}/{}",
+                t.workload_entries_selected, t.workload_entries_total
+            )
+        }),
+    ];
+    if any(|t| t.workloads_ambient > 0) {
+        columns[0] = ("Workloads: sidecar · ambient (waypoint) · neither", |t| {
+            format!(
+                "{} · {} ({}) · {}",
+                t.workloads_with_proxy,
+                t.workloads_ambient,
+                t.workloads_waypoint,
+                t.workloads_without_dataplane()
+            )
+        });
+    }
+    if any(TotalCoverage::authz_weakened) {
+        columns.push((
+            "AuthorizationPolicies: as written · reduced to L4 · not enforced",
+            |t| {
+                format!(
+                    "{} · {} · {}",
+                    t.authz_as_written, t.authz_reduced_to_l4, t.authz_not_enforced
+                )
+            },
+        ));
+    }
+    let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
     let _ = writeln!(
         out,
-        "| Cluster | Workloads with a proxy | Namespaces under STRICT | Selectors that select something | WorkloadEntries selected |\n|---|---|---|---|---|"
+        "| Cluster | {} |\n|---|{}",
+        names.join(" | "),
+        "---|".repeat(columns.len())
     );
-    type Pick = fn(&crate::model::coverage::TotalCoverage) -> (usize, usize);
-    let columns: [Pick; 4] = [
-        |t| (t.workloads_with_proxy, t.workloads),
-        |t| (t.namespaces_strict, t.namespaces),
-        |t| {
-            (
-                t.selectors_effective,
-                t.selectors_effective + t.selectors_ineffective,
-            )
-        },
-        |t| (t.workload_entries_selected, t.workload_entries_total),
-    ];
     for c in clusters {
         let cells: Vec<String> = columns
             .iter()
-            .map(|pick| {
-                let (n, of) = pick(&c.head.total);
-                let head = format!("{n}/{of}");
-                match c.base.as_ref().map(|b| pick(&b.total)) {
-                    Some((bn, bof)) if (bn, bof) != (n, of) => format!("{bn}/{bof} → **{head}**"),
+            .map(|(_, cell)| {
+                let head = cell(&c.head.total);
+                match c.base.as_ref().map(|b| cell(&b.total)) {
+                    Some(b) if b != head => format!("{b} → **{head}**"),
                     _ => head,
                 }
             })
@@ -454,8 +511,10 @@ pub fn evidence_section(e: &crate::evidence::Evidence) -> String {
             None => (
                 format!("{} / {}", t.requests_plaintext, t.requests_total),
                 format!(
-                    "{} / {}",
-                    t.tcp_connections_plaintext, t.tcp_connections_total
+                    "{} / {}{}",
+                    t.tcp_connections_plaintext,
+                    t.tcp_connections_total,
+                    super::text::plaintext_bytes(t.tcp_bytes_plaintext)
                 ),
             ),
         };

@@ -102,10 +102,32 @@ pub fn render(report: &Report, color: bool) -> String {
     }
     let _ = writeln!(out, "  head {}", rev(&s.head));
     let coverage = |t: &crate::model::coverage::TotalCoverage| {
+        // With ambient workloads, "a proxy" would not say which: the data planes.
+        let workloads = if t.workloads_ambient > 0 {
+            format!(
+                "{} workloads ({} sidecar, {} ambient of which {} behind a waypoint, {} none)",
+                t.workloads,
+                t.workloads_with_proxy,
+                t.workloads_ambient,
+                t.workloads_waypoint,
+                t.workloads_without_dataplane()
+            )
+        } else {
+            format!(
+                "{}/{} workloads with a proxy",
+                t.workloads_with_proxy, t.workloads
+            )
+        };
+        let authz = if t.authz_weakened() {
+            format!(
+                ", AuthorizationPolicies: {} enforced as written, {} reduced to L4 by ztunnel, {} not enforced",
+                t.authz_as_written, t.authz_reduced_to_l4, t.authz_not_enforced
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{}/{} workloads with a proxy, {}/{} namespaces under STRICT, {}/{} selectors select something, {}/{} WorkloadEntries selected",
-            t.workloads_with_proxy,
-            t.workloads,
+            "{workloads}, {}/{} namespaces under STRICT, {}/{} selectors select something, {}/{} WorkloadEntries selected{authz}",
             t.namespaces_strict,
             t.namespaces,
             t.selectors_effective,
@@ -137,11 +159,12 @@ pub fn render(report: &Report, color: bool) -> String {
             let what = match &t.error {
                 Some(err) => format!("no evidence: {err}"),
                 None => format!(
-                    "{} of {} requests and {} of {} TCP connections plaintext",
+                    "{} of {} requests and {} of {} TCP connections plaintext{}",
                     t.requests_plaintext,
                     t.requests_total,
                     t.tcp_connections_plaintext,
-                    t.tcp_connections_total
+                    t.tcp_connections_total,
+                    plaintext_bytes(t.tcp_bytes_plaintext)
                 ),
             };
             let _ = writeln!(out, "    {subject}: {what}");
@@ -316,4 +339,41 @@ fn changes(out: &mut String, c: &crate::changes::Changes) {
         let _ = writeln!(out, "{line}");
     }
     more(out, c.selectors.len());
+    for d in c.dataplanes.iter().take(MAX_LINES) {
+        let waypoints = if d.head_waypoints.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", d.head_waypoints.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "    data plane: {}: {} → {}{waypoints}: {}",
+            d.workload,
+            d.base_label(),
+            d.head_label(),
+            d.reason
+        );
+    }
+    more(out, c.dataplanes.len());
+    for e in c.authz_enforcement.iter().take(MAX_LINES) {
+        let _ = writeln!(
+            out,
+            "    AuthorizationPolicy enforcement: {}: {} → {}: {}",
+            e.policy,
+            e.base.map_or("new or selecting nothing", |b| b.text()),
+            e.head.text(),
+            e.why
+        );
+    }
+    more(out, c.authz_enforcement.len());
+}
+
+/// Plaintext bytes, shown only when there are some (a plaintext connection opened
+/// before the evidence window and still open).
+pub(super) fn plaintext_bytes(bytes: u64) -> String {
+    if bytes == 0 {
+        String::new()
+    } else {
+        format!(", {bytes} bytes received in plaintext")
+    }
 }

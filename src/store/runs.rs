@@ -104,7 +104,8 @@ macro_rules! insert_run {
                     "INSERT INTO coverage_totals (run_id, revision, cluster, namespaces, namespaces_strict, \
                          namespaces_injected, workloads, workloads_with_proxy, selectors_effective, \
                          selectors_ineffective, workload_entries_selected, workload_entries_total, \
-                         namespaces_permissive, namespaces_disable) ",
+                         namespaces_permissive, namespaces_disable, namespaces_ambient, workloads_ambient, \
+                         workloads_waypoint, authz_as_written, authz_reduced_to_l4, authz_not_enforced) ",
                 );
                 qb.push_values(chunk, |mut b, (revision, cluster, cov)| {
                     let t = &cov.total;
@@ -122,7 +123,13 @@ macro_rules! insert_run {
                         .push_bind(t.workload_entries_selected as i64)
                         .push_bind(t.workload_entries_total as i64)
                         .push_bind(mode("PERMISSIVE"))
-                        .push_bind(mode("DISABLE"));
+                        .push_bind(mode("DISABLE"))
+                        .push_bind(t.namespaces_ambient as i64)
+                        .push_bind(t.workloads_ambient as i64)
+                        .push_bind(t.workloads_waypoint as i64)
+                        .push_bind(t.authz_as_written as i64)
+                        .push_bind(t.authz_reduced_to_l4 as i64)
+                        .push_bind(t.authz_not_enforced as i64);
                 });
                 qb.build().execute(&mut *$tx).await?;
             }
@@ -140,7 +147,8 @@ macro_rules! insert_run {
                 let mut qb = sqlx::QueryBuilder::new(
                     "INSERT INTO coverage_namespaces (run_id, revision, cluster, namespace, mtls_mode, workloads, \
                          workloads_with_proxy, selectors_effective, selectors_ineffective, \
-                         workload_entries_selected, workload_entries_total) ",
+                         workload_entries_selected, workload_entries_total, workloads_ambient, \
+                         workloads_waypoint, authz_as_written, authz_reduced_to_l4, authz_not_enforced) ",
                 );
                 qb.push_values(chunk, |mut b, (revision, cluster, name, n)| {
                     b.push_bind(run_id)
@@ -153,7 +161,12 @@ macro_rules! insert_run {
                         .push_bind(n.selectors_effective as i64)
                         .push_bind(n.selectors_ineffective as i64)
                         .push_bind(n.workload_entries_selected as i64)
-                        .push_bind(n.workload_entries_total as i64);
+                        .push_bind(n.workload_entries_total as i64)
+                        .push_bind(n.workloads_ambient as i64)
+                        .push_bind(n.workloads_waypoint as i64)
+                        .push_bind(n.authz_as_written as i64)
+                        .push_bind(n.authz_reduced_to_l4 as i64)
+                        .push_bind(n.authz_not_enforced as i64);
                 });
                 qb.build().execute(&mut *$tx).await?;
             }
@@ -162,8 +175,8 @@ macro_rules! insert_run {
                 for chunk in rows.chunks(200) {
                     let mut qb = sqlx::QueryBuilder::new(
                         "INSERT INTO evidence (run_id, subject, source, time_window, taken_at_ms, requests_total, \
-                             requests_plaintext, tcp_connections_total, tcp_connections_plaintext, queries, \
-                             workloads, error) ",
+                             requests_plaintext, tcp_connections_total, tcp_connections_plaintext, tcp_bytes_plaintext, \
+                             queries, workloads, error) ",
                     );
                     qb.push_values(chunk, |mut b, e| {
                         b.push_bind(run_id)
@@ -175,6 +188,7 @@ macro_rules! insert_run {
                             .push_bind(e.requests_plaintext)
                             .push_bind(e.tcp_connections_total)
                             .push_bind(e.tcp_connections_plaintext)
+                            .push_bind(e.tcp_bytes_plaintext)
                             .push_bind(serde_json::to_string(&e.queries).unwrap_or_else(|_| "{}".into()))
                             .push_bind(serde_json::to_string(&e.workloads).unwrap_or_else(|_| "[]".into()))
                             .push_bind(e.error.clone());
@@ -254,6 +268,7 @@ struct EvidenceRow {
     requests_plaintext: i64,
     tcp_connections_total: i64,
     tcp_connections_plaintext: i64,
+    tcp_bytes_plaintext: i64,
     queries: String,
     workloads: String,
     error: Option<String>,
@@ -272,6 +287,7 @@ impl TryFrom<EvidenceRow> for EvidenceRecord {
             requests_plaintext: r.requests_plaintext,
             tcp_connections_total: r.tcp_connections_total,
             tcp_connections_plaintext: r.tcp_connections_plaintext,
+            tcp_bytes_plaintext: r.tcp_bytes_plaintext,
             queries: serde_json::from_str(&r.queries).context("stored evidence queries")?,
             workloads: serde_json::from_str(&r.workloads).context("stored evidence workloads")?,
             error: r.error,
@@ -428,7 +444,7 @@ impl Store {
     /// The evidence a run was judged on, by subject.
     pub async fn evidence(&self, run_id: i64) -> Result<Vec<EvidenceRecord>> {
         let sql = "SELECT subject, source, time_window, taken_at_ms, requests_total, requests_plaintext, \
-                       tcp_connections_total, tcp_connections_plaintext, queries, workloads, error \
+                       tcp_connections_total, tcp_connections_plaintext, tcp_bytes_plaintext, queries, workloads, error \
                    FROM evidence WHERE run_id = $1 ORDER BY subject";
         let rows = with_pool!(self, p => {
             sqlx::query_as::<_, EvidenceRow>(sql).bind(run_id).fetch_all(p).await?
@@ -440,13 +456,15 @@ impl Store {
     /// where it deploys to several.
     pub async fn coverage(&self, run_id: i64) -> Result<Vec<CoverageRecord>> {
         let totals =
-            "SELECT cluster, revision, namespaces, namespaces_strict, namespaces_injected, workloads, \
-                          workloads_with_proxy, selectors_effective, selectors_ineffective, \
-                          workload_entries_selected, workload_entries_total \
+            "SELECT cluster, revision, namespaces, namespaces_strict, namespaces_injected, namespaces_ambient, \
+                          workloads, workloads_with_proxy, workloads_ambient, workloads_waypoint, \
+                          selectors_effective, selectors_ineffective, workload_entries_selected, \
+                          workload_entries_total, authz_as_written, authz_reduced_to_l4, authz_not_enforced \
                       FROM coverage_totals WHERE run_id = $1 ORDER BY cluster, revision";
         let per_ns = "SELECT cluster, revision, namespace, mtls_mode, workloads, workloads_with_proxy, \
-                          selectors_effective, selectors_ineffective, workload_entries_selected, \
-                          workload_entries_total \
+                          workloads_ambient, workloads_waypoint, selectors_effective, selectors_ineffective, \
+                          workload_entries_selected, workload_entries_total, authz_as_written, \
+                          authz_reduced_to_l4, authz_not_enforced \
                       FROM coverage_namespaces WHERE run_id = $1 ORDER BY cluster, revision, namespace";
         let (totals, per_ns) = with_pool!(self, p => (
             sqlx::query_as::<_, Revision<TotalCoverageRecord>>(totals).bind(run_id).fetch_all(p).await?,

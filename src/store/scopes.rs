@@ -35,15 +35,21 @@ const NAMESPACE_FINDING_SUMS: &str = "\
 const NAMESPACE_SUMS: &str = "\
     CAST(SUM(c.workloads) AS BIGINT) AS workloads, \
     CAST(SUM(c.workloads_with_proxy) AS BIGINT) AS workloads_with_proxy, \
+    CAST(SUM(c.workloads_ambient) AS BIGINT) AS workloads_ambient, \
+    CAST(SUM(c.workloads_waypoint) AS BIGINT) AS workloads_waypoint, \
     COUNT(*) AS namespaces, \
     CAST(SUM(CASE WHEN c.mtls_mode = 'STRICT' THEN 1 ELSE 0 END) AS BIGINT) AS namespaces_strict, \
     CAST(SUM(CASE WHEN c.mtls_mode = 'PERMISSIVE' THEN 1 ELSE 0 END) AS BIGINT) AS namespaces_permissive, \
     CAST(SUM(CASE WHEN c.mtls_mode = 'DISABLE' THEN 1 ELSE 0 END) AS BIGINT) AS namespaces_disable, \
     CAST(NULL AS BIGINT) AS namespaces_injected, \
+    CAST(NULL AS BIGINT) AS namespaces_ambient, \
     CAST(SUM(c.selectors_effective) AS BIGINT) AS selectors_effective, \
     CAST(SUM(c.selectors_ineffective) AS BIGINT) AS selectors_ineffective, \
     CAST(SUM(c.workload_entries_selected) AS BIGINT) AS workload_entries_selected, \
     CAST(SUM(c.workload_entries_total) AS BIGINT) AS workload_entries_total, \
+    CAST(SUM(c.authz_as_written) AS BIGINT) AS authz_as_written, \
+    CAST(SUM(c.authz_reduced_to_l4) AS BIGINT) AS authz_reduced_to_l4, \
+    CAST(SUM(c.authz_not_enforced) AS BIGINT) AS authz_not_enforced, \
     MIN(c.mtls_mode) AS mode_min, MAX(c.mtls_mode) AS mode_max";
 
 /// A run's head coverage in the scope; for a namespace, the lowest and highest of its

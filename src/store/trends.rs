@@ -14,17 +14,19 @@ use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
 use std::collections::HashMap;
 
 /// The columns of a [`CoverageNumbers`], from `coverage_totals` aliased `t`.
-pub(super) const TOTAL_COLUMNS: &str = "t.workloads, t.workloads_with_proxy, t.namespaces, \
-     t.namespaces_strict, t.namespaces_permissive, t.namespaces_disable, t.namespaces_injected, \
-     t.selectors_effective, t.selectors_ineffective, t.workload_entries_selected, \
-     t.workload_entries_total";
+pub(super) const TOTAL_COLUMNS: &str = "t.workloads, t.workloads_with_proxy, t.workloads_ambient, \
+     t.workloads_waypoint, t.namespaces, t.namespaces_strict, t.namespaces_permissive, \
+     t.namespaces_disable, t.namespaces_injected, t.namespaces_ambient, t.selectors_effective, \
+     t.selectors_ineffective, t.workload_entries_selected, t.workload_entries_total, \
+     t.authz_as_written, t.authz_reduced_to_l4, t.authz_not_enforced";
 
 /// The columns of a [`NamespaceRow`]: `coverage_namespaces` aliased `n` and
 /// `namespace_findings` aliased `f`.
 const NAMESPACE_COLUMNS: &str =
     "n.cluster, n.namespace, n.mtls_mode, n.workloads, n.workloads_with_proxy, \
-     n.selectors_effective, n.selectors_ineffective, n.workload_entries_selected, \
-     n.workload_entries_total, f.errors, f.warnings, f.infos, f.introduced, f.existing, f.resolved";
+     n.workloads_ambient, n.workloads_waypoint, n.selectors_effective, n.selectors_ineffective, \
+     n.workload_entries_selected, n.workload_entries_total, n.authz_as_written, \
+     n.authz_reduced_to_l4, n.authz_not_enforced, f.errors, f.warnings, f.infos, f.introduced, f.existing, f.resolved";
 
 /// A run's own [`FindingCounts`], from `runs` aliased `r`.
 const RUN_FINDING_COLUMNS: &str =
@@ -134,15 +136,21 @@ impl From<NamespaceRow> for NamespaceMetrics {
             coverage: CoverageNumbers {
                 workloads: c.workloads,
                 workloads_with_proxy: c.workloads_with_proxy,
+                workloads_ambient: c.workloads_ambient,
+                workloads_waypoint: c.workloads_waypoint,
                 namespaces: 1,
                 namespaces_strict: i64::from(c.mtls_mode == "STRICT"),
                 namespaces_permissive: i64::from(c.mtls_mode == "PERMISSIVE"),
                 namespaces_disable: i64::from(c.mtls_mode == "DISABLE"),
                 namespaces_injected: None,
+                namespaces_ambient: None,
                 selectors_effective: c.selectors_effective,
                 selectors_ineffective: c.selectors_ineffective,
                 workload_entries_selected: c.workload_entries_selected,
                 workload_entries_total: c.workload_entries_total,
+                authz_as_written: c.authz_as_written,
+                authz_reduced_to_l4: c.authz_reduced_to_l4,
+                authz_not_enforced: c.authz_not_enforced,
                 mtls_mode: Some(c.mtls_mode),
             },
             findings: r.findings.0.unwrap_or_default(),

@@ -284,6 +284,8 @@ pub struct EvidenceRecord {
     pub requests_plaintext: i64,
     pub tcp_connections_total: i64,
     pub tcp_connections_plaintext: i64,
+    /// Bytes received without mTLS (0 in evidence stored before version 6).
+    pub tcp_bytes_plaintext: i64,
     /// Number name → PromQL (`query` for evidence files with one query).
     pub queries: std::collections::BTreeMap<String, String>,
     pub workloads: Vec<String>,
@@ -313,6 +315,7 @@ impl EvidenceRecord {
                     requests_plaintext: n(t.requests_plaintext),
                     tcp_connections_total: n(t.tcp_connections_total),
                     tcp_connections_plaintext: n(t.tcp_connections_plaintext),
+                    tcp_bytes_plaintext: n(t.tcp_bytes_plaintext),
                     queries,
                     workloads: t.workloads.clone(),
                     error: t.error.clone(),
@@ -337,12 +340,18 @@ pub struct TotalCoverageRecord {
     pub namespaces: i64,
     pub namespaces_strict: i64,
     pub namespaces_injected: i64,
+    pub namespaces_ambient: i64,
     pub workloads: i64,
     pub workloads_with_proxy: i64,
+    pub workloads_ambient: i64,
+    pub workloads_waypoint: i64,
     pub selectors_effective: i64,
     pub selectors_ineffective: i64,
     pub workload_entries_selected: i64,
     pub workload_entries_total: i64,
+    pub authz_as_written: i64,
+    pub authz_reduced_to_l4: i64,
+    pub authz_not_enforced: i64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow)]
@@ -351,10 +360,15 @@ pub struct NamespaceCoverageRecord {
     pub mtls_mode: String,
     pub workloads: i64,
     pub workloads_with_proxy: i64,
+    pub workloads_ambient: i64,
+    pub workloads_waypoint: i64,
     pub selectors_effective: i64,
     pub selectors_ineffective: i64,
     pub workload_entries_selected: i64,
     pub workload_entries_total: i64,
+    pub authz_as_written: i64,
+    pub authz_reduced_to_l4: i64,
+    pub authz_not_enforced: i64,
 }
 
 // ---------------------------------------------------------------- trends
@@ -366,13 +380,24 @@ pub struct NamespaceCoverageRecord {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct CoverageNumbers {
     pub workloads: i64,
+    /// Workloads with a sidecar.
     pub workloads_with_proxy: i64,
+    /// Workloads ztunnel captures (ambient), and of those the ones a waypoint serves
+    /// (version 6; 0 in runs stored before it).
+    #[serde(default)]
+    pub workloads_ambient: i64,
+    #[serde(default)]
+    pub workloads_waypoint: i64,
     pub namespaces: i64,
     pub namespaces_strict: i64,
     pub namespaces_permissive: i64,
     pub namespaces_disable: i64,
     /// Whole repository only (null for a namespace: not recorded per namespace).
     pub namespaces_injected: Option<i64>,
+    /// Namespaces labelled istio.io/dataplane-mode=ambient; whole repository only,
+    /// as `namespaces_injected`.
+    #[serde(default)]
+    pub namespaces_ambient: Option<i64>,
     /// One namespace only: its effective mTLS mode (None when its clusters differ).
     #[sqlx(skip)]
     pub mtls_mode: Option<String>,
@@ -380,19 +405,30 @@ pub struct CoverageNumbers {
     pub selectors_ineffective: i64,
     pub workload_entries_selected: i64,
     pub workload_entries_total: i64,
+    /// AuthorizationPolicies that select something, by how they are enforced (see
+    /// `model::coverage::Enforcement`; version 6, 0 in runs stored before it).
+    #[serde(default)]
+    pub authz_as_written: i64,
+    #[serde(default)]
+    pub authz_reduced_to_l4: i64,
+    #[serde(default)]
+    pub authz_not_enforced: i64,
 }
 
 impl CoverageNumbers {
     /// The counts by name, in a fixed order (for deltas, tables and gauges).
-    pub(crate) fn counts(&self) -> [(&'static str, Option<i64>); 11] {
+    pub(crate) fn counts(&self) -> [(&'static str, Option<i64>); 17] {
         [
             ("workloads", Some(self.workloads)),
             ("workloads_with_proxy", Some(self.workloads_with_proxy)),
+            ("workloads_ambient", Some(self.workloads_ambient)),
+            ("workloads_waypoint", Some(self.workloads_waypoint)),
             ("namespaces", Some(self.namespaces)),
             ("namespaces_strict", Some(self.namespaces_strict)),
             ("namespaces_permissive", Some(self.namespaces_permissive)),
             ("namespaces_disable", Some(self.namespaces_disable)),
             ("namespaces_injected", self.namespaces_injected),
+            ("namespaces_ambient", self.namespaces_ambient),
             ("selectors_effective", Some(self.selectors_effective)),
             ("selectors_ineffective", Some(self.selectors_ineffective)),
             (
@@ -400,6 +436,9 @@ impl CoverageNumbers {
                 Some(self.workload_entries_selected),
             ),
             ("workload_entries_total", Some(self.workload_entries_total)),
+            ("authz_as_written", Some(self.authz_as_written)),
+            ("authz_reduced_to_l4", Some(self.authz_reduced_to_l4)),
+            ("authz_not_enforced", Some(self.authz_not_enforced)),
         ]
     }
 }

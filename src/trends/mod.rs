@@ -233,6 +233,16 @@ pub const METRICS: &[MetricDef] = &[
         get: |m| Some(m.coverage.workloads_with_proxy),
     },
     MetricDef {
+        key: "workloads_ambient",
+        label: "workloads ambient",
+        get: |m| Some(m.coverage.workloads_ambient),
+    },
+    MetricDef {
+        key: "workloads_waypoint",
+        label: "workloads behind a waypoint",
+        get: |m| Some(m.coverage.workloads_waypoint),
+    },
+    MetricDef {
         key: "namespaces",
         label: "namespaces",
         get: |m| Some(m.coverage.namespaces),
@@ -258,6 +268,11 @@ pub const METRICS: &[MetricDef] = &[
         get: |m| m.coverage.namespaces_injected,
     },
     MetricDef {
+        key: "namespaces_ambient",
+        label: "namespaces ambient",
+        get: |m| m.coverage.namespaces_ambient,
+    },
+    MetricDef {
         key: "selectors_effective",
         label: "selectors effective",
         get: |m| Some(m.coverage.selectors_effective),
@@ -276,6 +291,21 @@ pub const METRICS: &[MetricDef] = &[
         key: "workload_entries_total",
         label: "WorkloadEntries",
         get: |m| Some(m.coverage.workload_entries_total),
+    },
+    MetricDef {
+        key: "authz_as_written",
+        label: "authz: as written",
+        get: |m| Some(m.coverage.authz_as_written),
+    },
+    MetricDef {
+        key: "authz_reduced_to_l4",
+        label: "authz: reduced to L4",
+        get: |m| Some(m.coverage.authz_reduced_to_l4),
+    },
+    MetricDef {
+        key: "authz_not_enforced",
+        label: "authz: not enforced",
+        get: |m| Some(m.coverage.authz_not_enforced),
     },
     MetricDef {
         key: "findings_error",

@@ -117,7 +117,7 @@ pub fn table(series: &Series) -> String {
         let first = values.iter().flatten().next().copied();
         let last = values.iter().flatten().last().copied();
         let (Some(first), Some(last)) = (first, last) else {
-            continue; // not recorded at this scope (namespaces injected, per namespace)
+            continue; // not recorded at this scope (namespaces injected and ambient, per namespace)
         };
         out.push_str(&format!(
             "{:<label_w$}  {first:>7}  {last:>7}  {:>7}  {}\n",

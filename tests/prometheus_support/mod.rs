@@ -50,6 +50,22 @@ pub fn inbound(
     }
 }
 
+/// Server-side traffic into an ambient workload, as the destination's ztunnel reports
+/// it: TCP metrics only, plaintext as `unknown`, no response code.
+pub fn ztunnel_inbound(
+    metric: &'static str,
+    namespace: &str,
+    workload: &str,
+    security: &str,
+    cluster: &str,
+    per_step: u64,
+) -> Series {
+    let mut s = inbound(metric, namespace, workload, security, cluster, per_step);
+    s.labels.retain(|(k, _)| *k != "response_code");
+    s.labels.push(("request_protocol", "tcp".into()));
+    s
+}
+
 /// The same traffic as the client side reports it (must never count).
 pub fn client_side(mut s: Series) -> Series {
     for (k, v) in s.labels.iter_mut() {

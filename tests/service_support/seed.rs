@@ -23,6 +23,32 @@ pub struct Ns {
     pub with_proxy: usize,
     /// Error findings about objects in it.
     pub errors: usize,
+    /// Workloads ztunnel captures, and of those the ones behind a waypoint (the
+    /// namespace counts as ambient when it has any).
+    pub ambient: usize,
+    pub waypoint: usize,
+    /// AuthorizationPolicies nothing enforces.
+    pub unenforced: usize,
+}
+
+impl Ns {
+    /// The namespace with `ambient` workloads in ambient, `waypoint` of them behind a
+    /// waypoint.
+    pub const fn ambient(self, ambient: usize, waypoint: usize) -> Ns {
+        Ns {
+            ambient,
+            waypoint,
+            ..self
+        }
+    }
+
+    /// The namespace with `n` AuthorizationPolicies nothing enforces.
+    pub const fn unenforced(self, n: usize) -> Ns {
+        Ns {
+            unenforced: n,
+            ..self
+        }
+    }
 }
 
 pub const fn ns(
@@ -38,6 +64,9 @@ pub const fn ns(
         workloads,
         with_proxy,
         errors,
+        ambient: 0,
+        waypoint: 0,
+        unenforced: 0,
     }
 }
 
@@ -72,25 +101,40 @@ fn coverage(namespaces: &[Ns]) -> Coverage {
     for n in namespaces {
         // Each namespace: one selector that selects, one that selects nothing in
         // namespaces that are not STRICT; one WorkloadEntry, selected when STRICT.
+        // The selecting one is an AuthorizationPolicy: as written, or reduced to L4
+        // when some ambient workload has no waypoint; `unenforced` more, enforced
+        // nowhere.
         let strict = n.mode == "STRICT";
+        let reduced = n.ambient > n.waypoint;
         let c = NamespaceCoverage {
             workloads: n.workloads,
             workloads_with_proxy: n.with_proxy,
+            workloads_ambient: n.ambient,
+            workloads_waypoint: n.waypoint,
             mtls_mode: n.mode.to_string(),
             selectors_effective: 1,
             selectors_ineffective: usize::from(!strict),
             workload_entries_selected: usize::from(strict),
             workload_entries_total: 1,
+            authz_as_written: usize::from(!reduced),
+            authz_reduced_to_l4: usize::from(reduced),
+            authz_not_enforced: n.unenforced,
         };
         total.namespaces += 1;
         total.namespaces_strict += usize::from(strict);
         total.namespaces_injected += usize::from(n.with_proxy > 0);
+        total.namespaces_ambient += usize::from(n.ambient > 0);
         total.workloads += c.workloads;
         total.workloads_with_proxy += c.workloads_with_proxy;
+        total.workloads_ambient += c.workloads_ambient;
+        total.workloads_waypoint += c.workloads_waypoint;
         total.selectors_effective += c.selectors_effective;
         total.selectors_ineffective += c.selectors_ineffective;
         total.workload_entries_selected += c.workload_entries_selected;
         total.workload_entries_total += c.workload_entries_total;
+        total.authz_as_written += c.authz_as_written;
+        total.authz_reduced_to_l4 += c.authz_reduced_to_l4;
+        total.authz_not_enforced += c.authz_not_enforced;
         map.insert(n.name.to_string(), c);
     }
     Coverage {
@@ -200,16 +244,7 @@ pub fn cluster_report(head: Clusters, base: Option<Clusters>) -> Report {
     let whole = |cs: &[(String, Coverage)]| {
         let mut all = Coverage::default();
         for (c, cov) in cs {
-            let (t, a) = (&cov.total, &mut all.total);
-            a.namespaces += t.namespaces;
-            a.namespaces_strict += t.namespaces_strict;
-            a.namespaces_injected += t.namespaces_injected;
-            a.workloads += t.workloads;
-            a.workloads_with_proxy += t.workloads_with_proxy;
-            a.selectors_effective += t.selectors_effective;
-            a.selectors_ineffective += t.selectors_ineffective;
-            a.workload_entries_selected += t.workload_entries_selected;
-            a.workload_entries_total += t.workload_entries_total;
+            all.total.add(&cov.total);
             for (ns, n) in &cov.namespaces {
                 all.namespaces.insert(format!("{c}/{ns}"), n.clone());
             }
@@ -363,6 +398,13 @@ pub fn sha(c: char) -> String {
 /// | 4   | e (08:00)                                | shop STRICT 5/5, pay STRICT 2/2, new PERMISSIVE 1/0 e1  |
 /// | 5-6 | none                                     |                                                        |
 ///
+/// Ambient: on day 1, pay's workloads without a sidecar are in ambient without a
+/// waypoint (b: 2, c: 1; its policy reduced to L4); on day 4, new's one workload is
+/// ambient behind a waypoint, and new has a policy nothing enforces. Per day, by data
+/// plane (sidecar / ambient L4 / ambient with a waypoint / none): day 0 2/0/0/4, day 1
+/// (c) 5/1/0/0, day 4 7/0/1/0; policies (as written / reduced / not enforced): day 0
+/// 2/0/0, day 1 1/1/0, day 4 3/0/1.
+///
 /// PR runs: #7 twice (day 1 and day 4), #8 once (day 4).
 pub async fn history(store: &Store) {
     repo(store, REPO, REPO_ID).await;
@@ -373,16 +415,16 @@ pub async fn history(store: &Store) {
     ];
     let day1b = [
         ns("shop", "PERMISSIVE", 4, 3, 2),
-        ns("pay", "PERMISSIVE", 2, 0, 1),
+        ns("pay", "PERMISSIVE", 2, 0, 1).ambient(2, 0),
     ];
     let day1c = [
         ns("shop", "STRICT", 4, 4, 1),
-        ns("pay", "PERMISSIVE", 2, 1, 1),
+        ns("pay", "PERMISSIVE", 2, 1, 1).ambient(1, 0),
     ];
     let day4 = [
         ns("shop", "STRICT", 5, 5, 0),
         ns("pay", "STRICT", 2, 2, 0),
-        ns("new", "PERMISSIVE", 1, 0, 1),
+        ns("new", "PERMISSIVE", 1, 0, 1).ambient(1, 1).unenforced(1),
     ];
     baseline(store, &sha('a'), T0 + 10 * HOUR, Some(&day0)).await;
     baseline(store, &sha('b'), T0 + DAY + 9 * HOUR, Some(&day1b)).await;
@@ -394,7 +436,7 @@ pub async fn history(store: &Store) {
     let pr8 = [
         ns("shop", "STRICT", 5, 4, 1),
         ns("pay", "STRICT", 2, 2, 0),
-        ns("new", "PERMISSIVE", 1, 0, 1),
+        ns("new", "PERMISSIVE", 1, 0, 1).ambient(1, 1).unenforced(1),
     ];
     check(store, 8, &sha('9'), T0 + 4 * DAY + 10 * HOUR, &pr8, &day4).await;
 }
@@ -410,6 +452,8 @@ pub const FLEET: (&str, i64) = ("acme/fleet", 1003);
 /// | 1   | g                | shop STRICT 4/4, pay PERMISSIVE 2/1 e1        | shop PERMISSIVE 3/1 e2                   |
 /// | 2   | h                | shop STRICT 5/5, pay STRICT 2/2               | shop STRICT 3/3 e1, web PERMISSIVE 2/0   |
 ///
+/// On day 2, prod-us's web is ambient: both workloads, one behind a waypoint (its
+/// policy reduced to L4).
 /// Days 1 and 2 also have a warning about a file no cluster is named for. PR #3 (day
 /// 2, 09:00, sha i) goes from day 1 to day 2.
 pub async fn fleet(store: &Store) {
@@ -434,7 +478,7 @@ pub async fn fleet(store: &Store) {
             "prod-us",
             &[
                 ns("shop", "STRICT", 3, 3, 1),
-                ns("web", "PERMISSIVE", 2, 0, 0),
+                ns("web", "PERMISSIVE", 2, 0, 0).ambient(2, 1),
             ],
         ),
     ];

@@ -185,6 +185,7 @@ pub(super) fn fill(
                 "requests_total" => entry.requests_total = n,
                 "tcp_connections_plaintext" => entry.tcp_connections_plaintext = n,
                 "tcp_connections_total" => entry.tcp_connections_total = n,
+                "tcp_bytes_plaintext" => entry.tcp_bytes_plaintext = n,
                 _ => {}
             }
         }

@@ -1,5 +1,6 @@
 //! The "What this change does to the mesh" section of the markdown report: proxy
-//! cost, new hops, identities, VM bootstrap and selections. A function of its own so
+//! cost, data planes, AuthorizationPolicy enforcement, new hops, identities, VM
+//! bootstrap and selections. A function of its own so
 //! that other sections and the PR comment can place it.
 
 use super::cell;
@@ -82,6 +83,8 @@ pub fn section(c: &Changes) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### What this change does to the mesh\n");
     proxy_cost(&mut out, c);
+    dataplanes(&mut out, c);
+    enforcement(&mut out, c);
     latency(&mut out, c);
     identities(&mut out, c);
     vm_bootstrap(&mut out, c);
@@ -140,6 +143,67 @@ fn proxy_cost(out: &mut String, c: &Changes) {
     if !p.uncounted.is_empty() {
         out.push('\n');
     }
+}
+
+fn dataplanes(out: &mut String, c: &Changes) {
+    if c.dataplanes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "**Data planes** this change moves workloads between (a sidecar enforces every rule; ztunnel, in ambient, enforces mTLS and L4 rules only; a waypoint adds HTTP rules for traffic addressed to the workload):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| Workload | Data plane (base → head) | What happens |\n|---|---|---|"
+    );
+    for d in c.dataplanes.iter().take(MAX_ROWS) {
+        let mut head = d.head_label();
+        if !d.head_waypoints.is_empty() {
+            head.push_str(&format!(" ({})", codes(&d.head_waypoints, 2)));
+        }
+        let _ = writeln!(
+            out,
+            "| {} | {} → {} | {} |",
+            code(&d.workload),
+            d.base_label(),
+            head,
+            cell(&d.reason)
+        );
+    }
+    more(out, c.dataplanes.len());
+    out.push('\n');
+}
+
+fn enforcement(out: &mut String, c: &Changes) {
+    if c.authz_enforcement.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "**AuthorizationPolicy enforcement** this change moves (ztunnel sees no HTTP: it drops or narrows rules with HTTP fields):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| AuthorizationPolicy | Enforcement (base → head) | What happens |\n|---|---|---|"
+    );
+    for e in c.authz_enforcement.iter().take(MAX_ROWS) {
+        let warn = if e.head == crate::model::coverage::Enforcement::AsWritten {
+            ""
+        } else {
+            " ⚠️"
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} → {}{warn} | {} |",
+            code(&e.policy),
+            e.base.map_or("new or selecting nothing", |b| b.text()),
+            e.head.text(),
+            cell(&e.why)
+        );
+    }
+    more(out, c.authz_enforcement.len());
+    out.push('\n');
 }
 
 fn latency(out: &mut String, c: &Changes) {
