@@ -111,7 +111,21 @@ fn main() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| dir.path().to_path_buf());
     std::fs::create_dir_all(&root).expect("bench dir");
-    let (namespaces, runs) = if bench { (100, 7) } else { (2, 1) };
+    // MESHWARD_BENCH_NAMESPACES scales the tree (about 100 resources each; 1000 for
+    // the 100k row of the scaling table), MESHWARD_BENCH_RUNS the number of runs.
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+    };
+    let (namespaces, runs) = if bench {
+        (
+            env("MESHWARD_BENCH_NAMESPACES").unwrap_or(100),
+            env("MESHWARD_BENCH_RUNS").unwrap_or(7),
+        )
+    } else {
+        (2, 1)
+    };
     let resources = generate(&root, namespaces);
     let mut times = Vec::new();
     let mut mems = Vec::new();

@@ -1445,3 +1445,64 @@ fn objects_named_at_random_are_the_same_objects_after_a_change_that_does_not_tou
         report.findings
     );
 }
+
+/// One chart, one Argo CD Application per environment, each with its values file;
+/// templates name the release namespace as `$.Release.Namespace` inside `range`.
+fn environments_repo(envs: usize) -> GitRepo {
+    let repo = GitRepo::new();
+    repo.write(
+        ".meshward.yaml",
+        "render:\n  repo_urls: [https://github.com/acme/gitops.git]\n",
+    );
+    repo.write(
+        "charts/web/Chart.yaml",
+        "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+    );
+    repo.write("charts/web/values.yaml", "apps: [web]\nreplicas: 1\n");
+    repo.write(
+        "charts/web/templates/apps.yaml",
+        "{{- range .Values.apps }}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ . }}\n  namespace: {{ $.Release.Namespace }}\nspec:\n  replicas: {{ $.Values.replicas }}\n  selector:\n    matchLabels: {app: {{ . }}}\n  template:\n    metadata:\n      labels: {app: {{ . }}}\n    spec:\n      containers:\n        - name: app\n          image: registry.example.com/{{ . }}:1\n{{- end }}\n",
+    );
+    for n in 0..envs {
+        repo.write(&format!("charts/web/values-env-{n}.yaml"), "replicas: 2\n");
+        repo.write(
+            &format!("apps/env-{n}.yaml"),
+            &format!("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web-env-{n}\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: {THIS_REPO}\n    path: charts/web\n    helm:\n      valueFiles: [values-env-{n}.yaml]\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: env-{n}\n"),
+        );
+    }
+    repo
+}
+
+#[test]
+fn a_changed_values_file_renders_only_the_release_that_reads_it() {
+    let repo = environments_repo(20);
+    let base = repo.commit("20 environments");
+    repo.write("charts/web/values-env-7.yaml", "replicas: 3\n");
+    let head = repo.commit("env-7 scales up");
+    let report = check_change(&repo, &base, &head);
+    assert!(
+        report
+            .summary
+            .notes
+            .iter()
+            .any(|n| n.starts_with("Rendered 1 of 20 render roots")),
+        "{:?}",
+        report.summary.notes
+    );
+    // The chart's own values.yaml is every release's input.
+    repo.write(
+        "charts/web/values.yaml",
+        "apps: [web]\nreplicas: 1 # shared\n",
+    );
+    let next = repo.commit("shared values");
+    let report = check_change(&repo, &head, &next);
+    assert!(
+        report
+            .summary
+            .notes
+            .iter()
+            .any(|n| n.starts_with("Rendered 20 of 20 render roots")),
+        "{:?}",
+        report.summary.notes
+    );
+}

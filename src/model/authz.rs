@@ -13,7 +13,7 @@ use crate::config::MeshConfig;
 use crate::manifest::Resource;
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Identity {
@@ -150,6 +150,75 @@ fn names(source: &Source, principal: &str, ns: &str, sa_ref: &str) -> Option<Str
     via
 }
 
+/// A value Istio matches by equality only (no leading or trailing `*`).
+fn is_exact(pattern: &str) -> bool {
+    !pattern.starts_with('*') && !pattern.ends_with('*')
+}
+
+/// Sources indexed by a field every identity they name must match exactly, so each
+/// identity is checked against its few candidates, not against every source of the
+/// repository (100k resources: a million sources times ten thousand identities).
+/// Sources without such a field (wildcards, negations only) are checked against all.
+#[derive(Default)]
+struct SourceIndex {
+    by_service_account: HashMap<String, Vec<usize>>,
+    by_principal: HashMap<String, Vec<usize>>,
+    by_namespace: HashMap<String, Vec<usize>>,
+    everyone: Vec<usize>,
+}
+
+impl SourceIndex {
+    fn new(sources: &[Source]) -> SourceIndex {
+        let mut index = SourceIndex::default();
+        for (i, s) in sources.iter().enumerate() {
+            let field = |name: &str| {
+                s.fields
+                    .iter()
+                    .find(|(f, _)| *f == name)
+                    .map(|(_, values)| values)
+            };
+            // serviceAccounts always match exactly; principals and namespaces only when
+            // none of their values is a pattern.
+            let (map, values) = if let Some(v) = field("serviceAccounts") {
+                (&mut index.by_service_account, v)
+            } else if let Some(v) = field("principals").filter(|v| v.iter().all(|p| is_exact(p))) {
+                (&mut index.by_principal, v)
+            } else if let Some(v) = field("namespaces").filter(|v| v.iter().all(|p| is_exact(p))) {
+                (&mut index.by_namespace, v)
+            } else {
+                index.everyone.push(i);
+                continue;
+            };
+            for v in values {
+                let list = map.entry(v.clone()).or_default();
+                // A value listed twice names the source once.
+                if list.last() != Some(&i) {
+                    list.push(i);
+                }
+            }
+        }
+        index
+    }
+
+    /// The sources that may name this identity, in the repository's order.
+    fn candidates(&self, principal: &str, ns: &str, sa_ref: &str) -> Vec<usize> {
+        let none = Vec::new();
+        let mut out: Vec<usize> = [
+            self.by_service_account.get(sa_ref).unwrap_or(&none),
+            self.by_principal.get(principal).unwrap_or(&none),
+            self.by_namespace.get(ns).unwrap_or(&none),
+            &self.everyone,
+        ]
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
 /// The identity of every `ns/sa` in `service_accounts`, with the policies naming it.
 pub fn identities(
     resources: &[Resource],
@@ -157,6 +226,7 @@ pub fn identities(
     mesh: &MeshConfig,
 ) -> BTreeMap<String, Identity> {
     let sources = sources_of(resources);
+    let index = SourceIndex::new(&sources);
     let mut out = BTreeMap::new();
     for key in service_accounts.keys() {
         let Some((ns, sa)) = key.split_once('/') else {
@@ -166,7 +236,11 @@ pub fn identities(
         let mut allowed = BTreeSet::new();
         let mut denied = BTreeSet::new();
         let mut matched_by = Vec::new();
-        for s in &sources {
+        for s in index
+            .candidates(&principal, ns, key)
+            .into_iter()
+            .map(|i| &sources[i])
+        {
             if let Some(via) = names(s, &principal, ns, key) {
                 match s.action {
                     "ALLOW" => allowed.insert(s.policy.clone()),
@@ -251,5 +325,39 @@ mod tests {
         assert!(named(&source(&[("notNamespaces", &["shop"])])).is_none());
         assert!(named(&source(&[("serviceAccounts", &["shop/web"])])).is_some());
         assert!(named(&source(&[("serviceAccounts", &["shop/*"])])).is_none());
+    }
+
+    #[test]
+    fn the_index_finds_every_source_a_full_scan_finds() {
+        let sources = vec![
+            source(&[("principals", &["cluster.local/ns/shop/sa/web"])]),
+            source(&[("principals", &["cluster.local/ns/shop/*"])]),
+            source(&[("namespaces", &["shop", "shop"])]),
+            source(&[("namespaces", &["sh*"])]),
+            source(&[("notNamespaces", &["shop"])]),
+            source(&[("serviceAccounts", &["shop/web", "pay/api"])]),
+            source(&[("namespaces", &["pay"]), ("principals", &["*/sa/api"])]),
+            source(&[("notServiceAccounts", &["shop/web"])]),
+        ];
+        let index = SourceIndex::new(&sources);
+        for (ns, sa) in [
+            ("shop", "web"),
+            ("shop", "cart"),
+            ("pay", "api"),
+            ("ops", "x"),
+        ] {
+            let principal = format!("cluster.local/ns/{ns}/sa/{sa}");
+            let sa_ref = format!("{ns}/{sa}");
+            let scan: Vec<usize> = (0..sources.len())
+                .filter(|&i| names(&sources[i], &principal, ns, &sa_ref).is_some())
+                .collect();
+            let indexed: Vec<usize> = index
+                .candidates(&principal, ns, &sa_ref)
+                .into_iter()
+                .filter(|&i| names(&sources[i], &principal, ns, &sa_ref).is_some())
+                .collect();
+            assert_eq!(indexed, scan, "{sa_ref}");
+            assert!(!scan.is_empty(), "{sa_ref} is named by some source");
+        }
     }
 }

@@ -87,17 +87,22 @@ fn namespace_value(line: &str) -> Option<&str> {
     Some(v.trim_matches(|c| c == '"' || c == '\''))
 }
 
-/// Helm's own namespace: the release's, which the root states.
+/// Helm's own namespace: the release's, which the root states. `$.Release.Namespace`
+/// is the same value (the form templates use inside `range` and `with`), and `quote`
+/// either way round only adds quotes.
 fn is_release_namespace(v: &str) -> bool {
     let inner: String = v.chars().filter(|c| !c.is_whitespace()).collect();
-    matches!(
-        inner.as_str(),
-        "{{.Release.Namespace}}"
-            | "{{.Release.Namespace|quote}}"
-            | "{{-.Release.Namespace}}"
-            | "{{.Release.Namespace-}}"
-            | "{{-.Release.Namespace-}}"
-    )
+    let Some(expr) = inner
+        .strip_prefix("{{")
+        .and_then(|e| e.strip_suffix("}}"))
+        .map(|e| e.strip_prefix('-').unwrap_or(e))
+        .map(|e| e.strip_suffix('-').unwrap_or(e))
+    else {
+        return false;
+    };
+    let expr = expr.strip_suffix("|quote").unwrap_or(expr);
+    let expr = expr.strip_prefix("quote").unwrap_or(expr);
+    matches!(expr, ".Release.Namespace" | "$.Release.Namespace")
 }
 
 /// The namespaces a root deploys into, read from its files (`files` are the ones
@@ -285,6 +290,17 @@ mod tests {
         );
         assert_eq!(namespaces(&p, &[&t, &v]), Namespaces::Unknown);
         assert!(linked(&p, &[&v], &reach(&["other"], "{}"), "istio-system"));
+        // Inside `range`, templates reach the release as `$`; quoting changes nothing.
+        let r = file(
+            "charts/web/templates/c.yaml",
+            "{{- range .Values.apps }}\nmetadata:\n  namespace: {{ $.Release.Namespace }}\n---\nmetadata:\n  namespace: {{- quote $.Release.Namespace -}}\n  other: {{ .Release.Namespace | quote }}\n{{- end }}\n",
+        );
+        assert_eq!(
+            namespaces(&p, &[&r]),
+            Namespaces::Known(BTreeSet::from(["web".to_string()]))
+        );
+        assert!(!is_release_namespace("{{ $.Values.namespace }}"));
+        assert!(!is_release_namespace("{{ .Release.Namespace }}-extra"));
     }
 
     #[test]

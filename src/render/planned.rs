@@ -26,10 +26,37 @@ impl PlannedRoot {
         self.files.contains(path)
             || self.app_file.as_deref() == Some(path)
             || self.dirs.iter().any(|d| match self.root.kind {
-                // A chart reads everything under it; a kustomization only its own folder's YAML.
-                RootKind::Helm => d.is_empty() || path.starts_with(&format!("{d}/")),
+                // A chart reads everything under it but the values files of other
+                // releases; a kustomization only its own folder's YAML.
+                RootKind::Helm => {
+                    (d.is_empty() || path.starts_with(&format!("{d}/")))
+                        && !self.others_values(d, path)
+                }
                 RootKind::Kustomize => parent(path) == d,
             })
+    }
+
+    /// A values file at the top of chart folder `dir` that this release does not use
+    /// (`values-prod.yaml` beside `values-staging.yaml`): helm reads only the chart's
+    /// `values.yaml` and the files it is given, so a change to another environment's
+    /// values does not touch this root.
+    fn others_values(&self, dir: &str, path: &str) -> bool {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let lower = name.to_ascii_lowercase();
+        let Some(stem) = lower
+            .strip_suffix(".yaml")
+            .or_else(|| lower.strip_suffix(".yml"))
+        else {
+            return false;
+        };
+        let values_like = stem != "values"
+            && (stem.starts_with("values-")
+                || stem.starts_with("values.")
+                || stem.starts_with("values_")
+                || stem.ends_with("-values")
+                || stem.ends_with(".values")
+                || stem.ends_with("_values"));
+        values_like && parent(path) == dir && !self.root.values.iter().any(|v| v == path)
     }
 }
 
