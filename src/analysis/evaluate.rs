@@ -72,13 +72,12 @@ pub(super) fn evaluate_revision(
             )),
         }
     }
-    // Policies may return the same finding through two rule bodies.
-    findings.sort_by(|a, b| {
-        a.identity()
-            .cmp(&b.identity())
-            .then(a.message.cmp(&b.message))
-    });
-    findings.dedup_by(|a, b| a.identity() == b.identity() && a.message == b.message);
+    // Policies may return the same finding through two rule bodies. Identities are
+    // built once per finding, not once per comparison.
+    let mut keyed: Vec<_> = findings.into_iter().map(|f| (f.identity(), f)).collect();
+    keyed.sort_by(|(a, fa), (b, fb)| a.cmp(b).then(fa.message.cmp(&fb.message)));
+    keyed.dedup_by(|(a, fa), (b, fb)| a == b && fa.message == fb.message);
+    let findings: Vec<Finding> = keyed.into_iter().map(|(_, f)| f).collect();
     Evaluated {
         summary: RevisionSummary {
             revision: label.to_string(),

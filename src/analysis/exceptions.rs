@@ -6,12 +6,13 @@ use crate::manifest::input_finding;
 use crate::report::Suppressed;
 use chrono::NaiveDate;
 
-fn glob_matches(pattern: &str, value: &str) -> bool {
+/// A pattern of the config file; one that does not compile matches nothing.
+fn glob(pattern: &str) -> Option<globset::GlobMatcher> {
     globset::GlobBuilder::new(pattern)
         .literal_separator(false)
         .build()
-        .map(|g| g.compile_matcher().is_match(value))
-        .unwrap_or(false)
+        .ok()
+        .map(|g| g.compile_matcher())
 }
 
 /// Removes findings an exception covers; reports expired and unused exceptions.
@@ -23,14 +24,22 @@ pub(super) fn apply_exceptions(
     let mut suppressed = Vec::new();
     let mut used = vec![false; config.exceptions.len()];
     let mut kept = Vec::with_capacity(findings.len());
+    // Compiled once: findings grow with the repository.
+    let globs: Vec<(Option<globset::GlobMatcher>, Option<globset::GlobMatcher>)> = config
+        .exceptions
+        .iter()
+        .map(|e| (glob(&e.rule), glob(&e.resource)))
+        .collect();
     for f in findings.drain(..) {
         let subject = f
             .resource
             .as_ref()
             .map(|r| r.id())
             .unwrap_or_else(|| f.file.clone());
-        let matches = |e: &&crate::config::Exception| {
-            glob_matches(&e.rule, &f.rule) && glob_matches(&e.resource, &subject)
+        let matches = |i: usize| {
+            let (rule, resource) = &globs[i];
+            rule.as_ref().is_some_and(|g| g.is_match(&f.rule))
+                && resource.as_ref().is_some_and(|g| g.is_match(&subject))
         };
         // A renewed exception may sit after the expired one it replaces: a live
         // match wins wherever it is in the list.
@@ -38,13 +47,13 @@ pub(super) fn apply_exceptions(
             .exceptions
             .iter()
             .enumerate()
-            .find(|(_, e)| matches(e) && e.expires >= today)
+            .find(|(i, e)| e.expires >= today && matches(*i))
             .or_else(|| {
                 config
                     .exceptions
                     .iter()
                     .enumerate()
-                    .find(|(_, e)| matches(e))
+                    .find(|(i, _)| matches(*i))
             });
         match hit {
             Some((i, e)) => {

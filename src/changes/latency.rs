@@ -29,9 +29,10 @@ const MAX_PAIRS: usize = 200;
 
 /// What a selector would select by its labels alone, injected or not: a workload
 /// whose proxy is still pending is a callee all the same.
-fn by_labels<'a>(s: &Selector, workloads: &'a [Workload], root_ns: bool) -> Vec<&'a Workload> {
+fn by_labels<'a>(s: &Selector, workloads: &[&'a Workload], root_ns: bool) -> Vec<&'a Workload> {
     workloads
         .iter()
+        .copied()
         .filter(|w| root_ns || w.namespace == s.namespace)
         .filter(|w| match &s.labels {
             Some(l) => l.iter().all(|(k, v)| w.labels.get(k) == Some(v)),
@@ -105,6 +106,15 @@ pub fn of(base: &Model, head: &Model, mesh: &crate::config::MeshConfig) -> Vec<N
             }
         }
     }
+    let all_workloads: Vec<&Workload> = head.workloads.iter().collect();
+    let mut workloads_in: HashMap<&str, Vec<&Workload>> = HashMap::new();
+    for w in &head.workloads {
+        workloads_in
+            .entry(w.namespace.as_str())
+            .or_default()
+            .push(w);
+    }
+    let no_workloads: Vec<&Workload> = Vec::new();
     for s in head
         .selectors
         .iter()
@@ -113,8 +123,17 @@ pub fn of(base: &Model, head: &Model, mesh: &crate::config::MeshConfig) -> Vec<N
         let Some(callers) = callers_of.get(s.resource.as_str()) else {
             continue;
         };
-        // A policy in the root namespace applies in every namespace.
-        let callees = by_labels(s, &head.workloads, s.namespace == mesh.root_namespace);
+        // A policy in the root namespace applies in every namespace; any other only
+        // in its own.
+        let root_ns = s.namespace == mesh.root_namespace;
+        let scope = if root_ns {
+            &all_workloads
+        } else {
+            workloads_in
+                .get(s.namespace.as_str())
+                .unwrap_or(&no_workloads)
+        };
+        let callees = by_labels(s, scope, root_ns);
         let new_callees: Vec<&&Workload> = callees.iter().filter(|w| newly(&w.id)).collect();
         for (caller, via) in callers {
             let candidates: Vec<&Workload> = if newly(caller) {

@@ -423,19 +423,16 @@ pub(super) fn waypoint_of(
     own_id: &str,
     ns: Option<&Namespace>,
     binds: &str,
-    bindings: &[WaypointBinding],
-    waypoints: &[Waypoint],
+    lookup: &WaypointLookup,
 ) -> Option<String> {
     let binding = match own.get(USE_WAYPOINT) {
         Some(v) if v == "none" => return None,
-        Some(_) => bindings.iter().find(|b| b.resource == own_id)?,
+        Some(_) => *lookup.by_resource.get(own_id)?,
         None => {
             let ns = ns?;
             ns.labels.get(USE_WAYPOINT)?;
             let resource = ns.labels_resource.as_deref()?;
-            bindings
-                .iter()
-                .find(|b| b.resource == resource && b.kind == "Namespace")?
+            *lookup.by_namespace_object.get(resource)?
         }
     };
     if binding.problem.is_some() && binding.kind != "Namespace" {
@@ -448,8 +445,40 @@ pub(super) fn waypoint_of(
         return None;
     }
     let id = binding.gateway.as_deref()?;
-    let g = waypoints.iter().find(|w| w.id == id)?;
+    let g = lookup.waypoints.get(id)?;
     serves(&g.traffic, binds).then(|| g.id.clone())
+}
+
+/// Bindings and waypoints by id, for [`waypoint_of`]: it runs once per workload and
+/// per Service, so a scan of every binding each time would be quadratic.
+pub(super) struct WaypointLookup<'a> {
+    /// The first binding of each labelled object.
+    by_resource: HashMap<&'a str, &'a WaypointBinding>,
+    /// The binding of each Namespace object's label.
+    by_namespace_object: HashMap<&'a str, &'a WaypointBinding>,
+    waypoints: HashMap<&'a str, &'a Waypoint>,
+}
+
+impl<'a> WaypointLookup<'a> {
+    pub(super) fn new(bindings: &'a [WaypointBinding], waypoints: &'a [Waypoint]) -> Self {
+        let mut by_resource = HashMap::new();
+        let mut by_namespace_object = HashMap::new();
+        for b in bindings {
+            by_resource.entry(b.resource.as_str()).or_insert(b);
+            if b.kind == "Namespace" {
+                by_namespace_object.entry(b.resource.as_str()).or_insert(b);
+            }
+        }
+        let mut by_id = HashMap::new();
+        for w in waypoints {
+            by_id.entry(w.id.as_str()).or_insert(w);
+        }
+        WaypointLookup {
+            by_resource,
+            by_namespace_object,
+            waypoints: by_id,
+        }
+    }
 }
 
 /// Whether `istio.io/ingress-use-waypoint` is true for a Service (its own label, else

@@ -293,6 +293,9 @@ pub fn build_with(
     }
 
     let autoscalers = scale::autoscalers(resources);
+    let base_workloads: HashMap<&str, &Workload> = base
+        .map(|b| b.workloads.iter().map(|w| (w.id.as_str(), w)).collect())
+        .unwrap_or_default();
     for r in resources
         .iter()
         .filter(|r| WORKLOAD_KINDS.contains(&r.kind.as_str()) && !is_hook(r))
@@ -302,7 +305,7 @@ pub fn build_with(
                 .get(&(w.namespace.clone(), w.kind.clone(), w.name.clone()))
                 .cloned();
             w.proxy_requests = scale::proxy_requests(&w.annotations, mesh);
-            if let Some(before) = base.and_then(|b| b.workloads.iter().find(|b| b.id == w.id)) {
+            if let Some(before) = base_workloads.get(w.id.as_str()) {
                 // Only a base known to be without a proxy: a namespace that was not
                 // declared in base may have been injected all along.
                 if w.proxy
@@ -330,6 +333,7 @@ pub fn build_with(
         &model.namespaces,
         &model.waypoints,
     );
+    let lookup = ambient::WaypointLookup::new(&model.waypoint_bindings, &model.waypoints);
     for w in &mut model.workloads {
         if w.ambient {
             w.waypoint = ambient::waypoint_of(
@@ -337,8 +341,7 @@ pub fn build_with(
                 &w.id,
                 model.namespaces.get(&w.namespace),
                 "workload",
-                &model.waypoint_bindings,
-                &model.waypoints,
+                &lookup,
             );
         }
     }
@@ -474,6 +477,13 @@ pub fn build_with(
                 ambient::ztunnel_authz(r, &covered)
             })
             .collect();
+        // The first waypoint serving each Service or ServiceEntry, by its id.
+        let mut served_by: HashMap<&str, &str> = HashMap::new();
+        for s in &model.waypoint_services {
+            served_by
+                .entry(s.resource.as_str())
+                .or_insert(s.waypoint.as_str());
+        }
         let by_target: HashMap<(String, String, String), Option<String>> = resources
             .iter()
             .filter(|r| {
@@ -482,11 +492,7 @@ pub fn build_with(
             })
             .filter_map(|r| {
                 let ns = r.namespace.clone()?;
-                let waypoint = model
-                    .waypoint_services
-                    .iter()
-                    .find(|s| s.resource == r.id)
-                    .map(|s| s.waypoint.clone());
+                let waypoint = served_by.get(r.id.as_str()).map(|w| w.to_string());
                 Some(((r.kind.clone(), ns, r.name.clone()), waypoint))
             })
             .collect();
@@ -517,6 +523,7 @@ fn ambient_services(model: &mut Model, resources: &[Resource]) {
         .iter()
         .map(|s| (s.id.as_str(), &s.selects))
         .collect();
+    let lookup = ambient::WaypointLookup::new(&model.waypoint_bindings, &model.waypoints);
     let mut served = Vec::new();
     for r in resources.iter().filter(|r| {
         (r.kind == "Service" && r.api_version == "v1") || (r.kind == "ServiceEntry" && is_istio(r))
@@ -526,14 +533,8 @@ fn ambient_services(model: &mut Model, resources: &[Resource]) {
         };
         let labels = r.labels().map(Labels::from_json).unwrap_or_default();
         let namespace = model.namespaces.get(ns);
-        let Some(waypoint) = ambient::waypoint_of(
-            &labels,
-            &r.id,
-            namespace,
-            "service",
-            &model.waypoint_bindings,
-            &model.waypoints,
-        ) else {
+        let Some(waypoint) = ambient::waypoint_of(&labels, &r.id, namespace, "service", &lookup)
+        else {
             continue;
         };
         served.push(WaypointService {

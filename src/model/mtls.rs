@@ -111,10 +111,17 @@ pub(super) fn apply_mtls(model: &mut Model, pas: &[PeerAuthn], mesh: &MeshConfig
         .map(|p| p.mode.clone())
         .unwrap_or_else(|| "PERMISSIVE".into());
     model.mtls_scopes.insert("mesh".into(), mesh_mode.clone());
+    // Each namespace's first namespace-wide policy that sets a mode.
+    let mut by_namespace: std::collections::HashMap<&str, &PeerAuthn> =
+        std::collections::HashMap::new();
+    for p in pas
+        .iter()
+        .filter(|p| p.scope == "namespace" && p.mode != "UNSET")
+    {
+        by_namespace.entry(p.namespace.as_str()).or_insert(p);
+    }
     for (name, ns) in model.namespaces.iter_mut() {
-        let own = pas
-            .iter()
-            .find(|p| p.scope == "namespace" && &p.namespace == name && p.mode != "UNSET");
+        let own = by_namespace.get(name.as_str()).copied();
         ns.mtls = match (own, mesh_pa) {
             (Some(p), _) => NamespaceMtls {
                 mode: p.mode.clone(),

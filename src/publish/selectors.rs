@@ -56,15 +56,22 @@ fn touched_in(cluster: Option<&str>, models: &crate::report::Models) -> Vec<Touc
     let Some(base) = models.base.as_ref() else {
         return Vec::new();
     };
+    // The first base selector of each (resource, path).
+    let mut before_of: std::collections::HashMap<(&str, &[String]), &crate::model::Selector> =
+        std::collections::HashMap::new();
+    for b in &base.selectors {
+        before_of
+            .entry((b.resource.as_str(), b.path.as_slice()))
+            .or_insert(b);
+    }
     models
         .head
         .selectors
         .iter()
         .filter_map(|s| {
-            let before = base
-                .selectors
-                .iter()
-                .find(|b| b.resource == s.resource && b.path == s.path);
+            let before = before_of
+                .get(&(s.resource.as_str(), s.path.as_slice()))
+                .copied();
             let edited = models.changed.contains(&s.resource);
             let moved = before.is_none_or(|b| b.matches != s.matches || b.labels != s.labels);
             if !edited && !moved {
@@ -113,7 +120,7 @@ fn cell(s: &str) -> String {
 pub fn section(report: &Report) -> String {
     // Selectors the report's "what this change does" section already lists (their
     // selection moved) are not repeated: this table adds the touched ones it leaves out.
-    let listed: Vec<&str> = report
+    let listed: std::collections::HashSet<&str> = report
         .changes
         .as_ref()
         .map(|c| c.selectors.iter().map(|s| s.resource.as_str()).collect())

@@ -377,14 +377,18 @@ impl Store {
     }
 
     /// Retention: deletes PR runs (kind `check`) that finished before `before_ms`,
-    /// with their findings and coverage; baselines are kept. Deletes in batches so
-    /// no transaction grows large. Returns how many runs were deleted.
+    /// with their findings and coverage; baselines are kept. Deletes in small batches
+    /// (found by the `runs_kind_finished` index), giving the connection back between
+    /// them: SQLite has one, and the API and webhooks queue behind each statement, so
+    /// a statement must stay short (100 runs with their rows) and others get their
+    /// turn before the next. Returns how many runs were deleted.
     pub async fn prune_check_runs(&self, before_ms: i64) -> Result<u64> {
         let sql = "DELETE FROM runs WHERE id IN (SELECT id FROM runs \
-                   WHERE kind = 'check' AND finished_at_ms < $1 LIMIT 1000)";
+                   WHERE kind = 'check' AND finished_at_ms < $1 LIMIT 100)";
         let mut total = 0;
         loop {
             let n = with_pool!(self, p => sqlx::query(sql).bind(before_ms).execute(p).await?.rows_affected());
+            tokio::task::yield_now().await;
             total += n;
             if n == 0 {
                 if total > 0 {
