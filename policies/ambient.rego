@@ -24,11 +24,17 @@ waypoint_by_id := {w.id: w | some w in waypoints}
 # Services and ServiceEntries a waypoint serves, by resource id.
 served := {s.resource: s | some s in waypoint_services}
 
-# Kubernetes Services of the tree, by id.
-services := {r.id: r |
+service_list := [r |
 	some r in lib.resources("Service")
 	r.apiVersion == "v1"
-}
+]
+
+# The ids of the tree's Kubernetes Services (a set: an id defined twice, a duplicate
+# reported as such, must not stop the rules here).
+services := {r.id | some r in service_list}
+
+# The first Service with this id.
+service_of(sid) := [r | some r in service_list; r.id == sid][0]
 
 istio_resources(kind) := [r |
 	some r in lib.resources(kind)
@@ -712,7 +718,7 @@ at_waypoint(t, _) if {
 }
 
 headless_text(sid) := " It is headless (clusterIP: None), and only a Service with a cluster IP can send ingress through its waypoint: give it one as well." if {
-	lib.get(lib.spec_of(services[sid]), "clusterIP", "") == "None"
+	lib.get(lib.spec_of(service_of(sid)), "clusterIP", "") == "None"
 } else := ""
 
 findings contains f if {

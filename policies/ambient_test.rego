@@ -393,6 +393,14 @@ test_virtual_service_quiet_cases if {
 
 unserved := {"namespaces": {"shop": ambient_ns("shop")}}
 
+# A Service defined twice (a duplicate, reported as such) does not stop the rules.
+test_a_duplicate_service_does_not_stop_the_rules if {
+	v := vs("shop", "ratings", {"hosts": ["ratings"], "http": [{"timeout": "2s", "route": [{"destination": {"host": "ratings"}}]}]})
+	again := object.union(service("shop", "ratings"), {"line": 20})
+	fs := rules_of(with_resources(unserved, [service("shop", "ratings"), again, v]), "ambient/route-without-waypoint")
+	count(fs) == 1
+}
+
 test_virtual_service_for_a_service_without_waypoint if {
 	v := vs("shop", "ratings", {"hosts": ["ratings"], "http": [{"timeout": "2s", "route": [{"destination": {"host": "ratings"}}]}]})
 	fs := rules_of(with_resources(unserved, [service("shop", "ratings"), v]), "ambient/route-without-waypoint")

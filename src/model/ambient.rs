@@ -183,9 +183,12 @@ pub(super) fn capture(w: &mut Workload, ns: Option<&Namespace>) {
 }
 
 pub(super) fn waypoints(resources: &[Resource], mesh: &MeshConfig) -> Vec<Waypoint> {
+    // A Gateway defined twice (manifest/duplicate-resource) is one waypoint: the first.
+    let mut seen = std::collections::HashSet::new();
     resources
         .iter()
         .filter(|r| r.kind == "Gateway" && r.api_version.starts_with("gateway.networking.k8s.io/"))
+        .filter(|r| seen.insert(r.id.as_str()))
         .filter_map(|r| {
             let ns = r.namespace.clone()?;
             let class = str_at(&r.body, "/spec/gatewayClassName").unwrap_or_default();

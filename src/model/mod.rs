@@ -525,8 +525,12 @@ fn ambient_services(model: &mut Model, resources: &[Resource]) {
         .collect();
     let lookup = ambient::WaypointLookup::new(&model.waypoint_bindings, &model.waypoints);
     let mut served = Vec::new();
+    // A Service defined twice (manifest/duplicate-resource) is served once: the first.
+    let mut seen = std::collections::HashSet::new();
     for r in resources.iter().filter(|r| {
-        (r.kind == "Service" && r.api_version == "v1") || (r.kind == "ServiceEntry" && is_istio(r))
+        ((r.kind == "Service" && r.api_version == "v1")
+            || (r.kind == "ServiceEntry" && is_istio(r)))
+            && seen.insert(r.id.as_str())
     }) {
         let Some(ns) = r.namespace.as_deref() else {
             continue;

@@ -17,6 +17,32 @@ pub(crate) fn policy_value(model: &Model) -> regorus::Value {
         .unwrap_or(regorus::Value::Null)
 }
 
+/// One resource as a policy value, built straight from its parsed body: going through
+/// a `json!` object first would copy every body once more.
+fn resource_value(r: &Resource) -> regorus::Value {
+    use regorus::Value;
+    use serde::Deserialize;
+    let text = |s: &str| Value::from(s);
+    let mut v = Value::new_object();
+    if let Ok(map) = v.as_object_mut() {
+        map.insert(text("id"), text(&r.id));
+        map.insert(text("apiVersion"), text(&r.api_version));
+        map.insert(text("kind"), text(&r.kind));
+        map.insert(
+            text("namespace"),
+            r.namespace.as_deref().map(text).unwrap_or(Value::Null),
+        );
+        map.insert(text("name"), text(&r.name));
+        map.insert(
+            text("body"),
+            Value::deserialize(&r.body).unwrap_or(Value::Null),
+        );
+        map.insert(text("file"), text(&r.file));
+        map.insert(text("line"), Value::from(u64::from(r.line)));
+    }
+    v
+}
+
 pub(crate) fn build_input(
     resources: &[Resource],
     model: regorus::Value,
@@ -28,16 +54,7 @@ pub(crate) fn build_input(
     let mut all = Vec::with_capacity(resources.len());
     let mut by_kind: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
     for r in resources {
-        let v = Value::from(serde_json::json!({
-            "id": r.id,
-            "apiVersion": r.api_version,
-            "kind": r.kind,
-            "namespace": r.namespace,
-            "name": r.name,
-            "body": r.body,
-            "file": r.file,
-            "line": r.line,
-        }));
+        let v = resource_value(r);
         by_kind.entry(r.kind.clone()).or_default().push(v.clone());
         all.push(v);
     }
@@ -66,4 +83,31 @@ pub(crate) fn build_input(
         );
     }
     input
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{load, Limits, SourceFile};
+
+    #[test]
+    fn a_resource_value_is_its_json_as_policies_read_it() {
+        let text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\n  labels: {app: web, tier: \"2\"}\nspec:\n  ports:\n    - {name: http, port: 80, targetPort: 8080}\n  weight: 0.5\n  external: null\n  flags: [true, false]\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+        let loaded = load(
+            &[SourceFile {
+                path: "shop/web.yaml".into(),
+                bytes: text.as_bytes().to_vec(),
+            }],
+            &Limits::default(),
+        );
+        assert_eq!(loaded.resources.len(), 2);
+        for r in &loaded.resources {
+            let through_json = regorus::Value::from(serde_json::json!({
+                "id": r.id, "apiVersion": r.api_version, "kind": r.kind,
+                "namespace": r.namespace, "name": r.name, "body": r.body,
+                "file": r.file, "line": r.line,
+            }));
+            assert_eq!(resource_value(r), through_json, "{}", r.id);
+        }
+    }
 }
