@@ -106,7 +106,7 @@ const SEEDS: &[(i64, &str)] = &[
 
 /// Version 6 adds workloads by data plane and AuthorizationPolicies by enforcement: a
 /// later baseline of the fleet with ambient workloads, one policy reduced to L4 and
-/// one not enforced, in total and in its namespace.
+/// one not enforced, in total and in its namespace; and plaintext bytes in evidence.
 const SEED_V6: &str = r#"
 INSERT INTO runs (job_id, kind, repo_id, repo, pr_number, head_sha, base_sha, started_at_ms, finished_at_ms,
                   outcome, error, blocking, introduced, existing, resolved, errors, warnings, infos, suppressed, report_json)
@@ -127,6 +127,11 @@ INSERT INTO coverage_namespaces (run_id, revision, cluster, namespace, mtls_mode
                                  authz_reduced_to_l4, authz_not_enforced)
 VALUES ((SELECT id FROM runs WHERE head_sha = '6666666666666666666666666666666666666666'), 'head', '',
         'shop', 'PERMISSIVE', 4, 1, 2, 0, 0, 0, 3, 1, 1, 1, 1);
+
+INSERT INTO evidence (run_id, subject, source, time_window, taken_at_ms, requests_total, requests_plaintext,
+                      tcp_connections_total, tcp_connections_plaintext, tcp_bytes_plaintext, queries, workloads, error)
+VALUES ((SELECT id FROM runs WHERE head_sha = '6666666666666666666666666666666666666666'), 'namespace:shop',
+        'prometheus https://prometheus.internal', '1h', 1500, 0, 0, 60, 0, 2048, '{}', '[]', NULL);
 "#;
 
 /// Version 5 adds the cluster dimension: a baseline of a repository deploying to two
@@ -250,6 +255,8 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
         (evidence[0].requests_total, evidence[0].requests_plaintext),
         (600, 0)
     );
+    // Asked for from version 6 on: evidence stored before holds 0.
+    assert_eq!(evidence[0].tcp_bytes_plaintext, 0);
     assert!(evidence[0].queries["requests_plaintext"]
         .contains("destination_workload_namespace=\"egress\""));
 
@@ -371,6 +378,14 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
             t.authz_not_enforced
         ),
         (1, 3, 1, 1, 1, 1)
+    );
+    let evidence = store.evidence(runs[3].id).await.unwrap();
+    assert_eq!(
+        evidence
+            .iter()
+            .map(|e| (e.subject.as_str(), e.tcp_bytes_plaintext))
+            .collect::<Vec<_>>(),
+        vec![("namespace:shop", 2048)]
     );
     let shop = &store.namespace_metrics(runs[3].id).await.unwrap()[0];
     assert_eq!(
