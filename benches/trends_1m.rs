@@ -4,7 +4,9 @@
 //! a recursive CTE on SQLite), then times, over many runs each, the median and p95 of:
 //! a 90-day daily series of one repository (store query + series), the same for one
 //! namespace, the first page of a repository's runs, the latest coverage of all 500
-//! repositories (what `/metrics` and `/` read), and the coverage API end to end.
+//! repositories (what `/metrics` and `/` read), and the coverage API end to end;
+//! then the coverage API's p50 and p99 while retention deletes the PR runs of the
+//! first 80% of the year (400,000 runs of 1,000,000), against the same idle.
 //!
 //! `cargo bench --bench trends_1m` runs it on PostgreSQL (DATABASE_URL; a database
 //! `meshward_bench_trends` is created and dropped) and on SQLite (a temp file).
@@ -122,6 +124,17 @@ async fn seed(store: &Store, n: i64) -> Duration {
 struct Stats {
     median: Duration,
     p95: Duration,
+    p99: Duration,
+}
+
+fn stats(mut times: Vec<Duration>) -> Stats {
+    times.sort();
+    let at = |pct: usize| times[(times.len() * pct / 100).min(times.len() - 1)];
+    Stats {
+        median: times[times.len() / 2],
+        p95: at(95),
+        p99: at(99),
+    }
 }
 
 async fn time<F, Fut>(iterations: usize, mut f: F) -> Stats
@@ -138,11 +151,21 @@ where
         f().await;
         times.push(t.elapsed());
     }
-    times.sort();
-    Stats {
-        median: times[times.len() / 2],
-        p95: times[(times.len() * 95 / 100).min(times.len() - 1)],
-    }
+    stats(times)
+}
+
+/// `GET /api/v1/repos/org-0/repo-250/coverage?from=90d&interval=day`, answered in full.
+async fn coverage_request(app: axum::Router) {
+    use tower::ServiceExt;
+    let req = http::Request::get("/api/v1/repos/org-0/repo-250/coverage?from=90d&interval=day")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let resp = app.oneshot(req).await.expect("response");
+    assert_eq!(resp.status(), 200);
+    axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .expect("body");
 }
 
 fn ms(d: Duration) -> String {
@@ -236,23 +259,28 @@ async fn measure(label: &str, store: Store, n: i64, iterations: usize) {
         },
     };
     let app = server::router(state);
-    let http = time(iterations, || {
-        let app = app.clone();
-        async move {
-            use tower::ServiceExt;
-            let req =
-                http::Request::get("/api/v1/repos/org-0/repo-250/coverage?from=90d&interval=day")
-                    .header("authorization", format!("Bearer {TOKEN}"))
-                    .body(axum::body::Body::empty())
-                    .expect("request");
-            let resp = app.oneshot(req).await.expect("response");
-            assert_eq!(resp.status(), 200);
-            axum::body::to_bytes(resp.into_body(), usize::MAX)
-                .await
-                .expect("body");
+    let http = time(iterations, || coverage_request(app.clone())).await;
+
+    // Retention at work: the PR runs of the first 80% of the year are deleted while
+    // the API keeps answering; every request during the sweep is timed.
+    let cutoff = END_MS - YEAR_MS / 5;
+    let sweeping = store.clone();
+    let started = Instant::now();
+    let sweep = tokio::spawn(async move { sweeping.prune_check_runs(cutoff).await });
+    let mut during = Vec::new();
+    loop {
+        let t = Instant::now();
+        coverage_request(app.clone()).await;
+        during.push(t.elapsed());
+        if sweep.is_finished() {
+            break;
         }
-    })
-    .await;
+    }
+    let deleted = sweep.await.expect("sweep task").expect("sweep");
+    let swept_in = started.elapsed();
+    assert!(deleted > 0, "the sweep deleted PR runs");
+    let during_count = during.len();
+    let during = stats(during);
     println!(
         "{label}: {n} runs / {REPOS} repos seeded in {:.1} s; median (p95) over {iterations} runs:",
         seeded.as_secs_f64()
@@ -271,6 +299,15 @@ async fn measure(label: &str, store: Store, n: i64, iterations: usize) {
         "| {label} | GET .../coverage (HTTP handler, JSON) | {} ({}) |",
         ms(http.median),
         ms(http.p95)
+    );
+    println!(
+        "| {label} | GET .../coverage while retention deletes {deleted} runs ({:.1} s, {} requests): p50 (p99) | {} ({}); idle {} ({}) |",
+        swept_in.as_secs_f64(),
+        during_count,
+        ms(during.median),
+        ms(during.p99),
+        ms(http.median),
+        ms(http.p99)
     );
     println!(
         "| {label} | runs, first page of 20 | {} ({}) |",

@@ -218,6 +218,10 @@ impl From<OverviewRow> for RepoOverview {
     }
 }
 
+/// How long one retention statement should hold the database: what a request
+/// arriving during a sweep may wait, on top of its own time.
+const SWEEP_STATEMENT: std::time::Duration = std::time::Duration::from_millis(2);
+
 impl Store {
     /// The GitHub id of a repository by `owner/name`: from the repositories the
     /// service was told about (any case, as GitHub matches names), else from the
@@ -377,18 +381,24 @@ impl Store {
     }
 
     /// Retention: deletes PR runs (kind `check`) that finished before `before_ms`,
-    /// with their findings and coverage; baselines are kept. Deletes in small batches
+    /// with their findings and coverage; baselines are kept. Deletes in batches
     /// (found by the `runs_kind_finished` index), giving the connection back between
-    /// them: SQLite has one, and the API and webhooks queue behind each statement, so
-    /// a statement must stay short (100 runs with their rows) and others get their
-    /// turn before the next. Returns how many runs were deleted.
+    /// them for as long as each took: SQLite has one, and the API and webhooks queue
+    /// behind each statement, so each is sized to take about [`SWEEP_STATEMENT`] (a
+    /// run's rows cost what they cost: the batch follows the last statement's pace).
+    /// Returns how many runs were deleted.
     pub async fn prune_check_runs(&self, before_ms: i64) -> Result<u64> {
         let sql = "DELETE FROM runs WHERE id IN (SELECT id FROM runs \
-                   WHERE kind = 'check' AND finished_at_ms < $1 LIMIT 100)";
+                   WHERE kind = 'check' AND finished_at_ms < $1 LIMIT $2)";
         let mut total = 0;
+        let mut batch: i64 = 20;
         loop {
-            let n = with_pool!(self, p => sqlx::query(sql).bind(before_ms).execute(p).await?.rows_affected());
-            tokio::task::yield_now().await;
+            let started = std::time::Instant::now();
+            let n = with_pool!(self, p => sqlx::query(sql).bind(before_ms).bind(batch).execute(p).await?.rows_affected());
+            let took = started.elapsed();
+            // As long again without: a request's several queries each find the
+            // database free most of the time, and the sweep still ends.
+            tokio::time::sleep(took).await;
             total += n;
             if n == 0 {
                 if total > 0 {
@@ -396,6 +406,12 @@ impl Store {
                 }
                 return Ok(total);
             }
+            let per_run = took.as_secs_f64() / n as f64;
+            batch = if per_run > 0.0 {
+                ((SWEEP_STATEMENT.as_secs_f64() / per_run) as i64).clamp(1, 1000)
+            } else {
+                1000
+            };
         }
     }
 }
