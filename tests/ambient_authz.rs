@@ -12,14 +12,6 @@ fn deployment(name: &str, pod_labels: &str) -> String {
     format!("---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels:\n      app: {name}\n  template:\n    metadata:\n      labels:\n        app: {name}\n{pod_labels}    spec:\n      serviceAccountName: {name}\n      containers:\n        - name: {name}\n          image: registry.example.com/shop/{name}:1.0.0\n")
 }
 
-fn line_text(repo: &GitRepo, file: &str, line: u32) -> String {
-    let text = std::fs::read_to_string(repo.path().join(file)).expect("read");
-    text.lines()
-        .nth(line as usize - 1)
-        .expect("line exists")
-        .to_string()
-}
-
 /// An ALLOW policy whose only rule names a method: ztunnel drops the rule and refuses
 /// every connection, and the finding points at the method.
 #[test]
@@ -40,8 +32,7 @@ fn an_allow_policy_left_without_rules_refuses_every_connection() {
     ] {
         assert!(f.message.contains(fact), "{fact:?} not in {}", f.message);
     }
-    let text = std::fs::read_to_string(dir.join(&f.file)).expect("fixture");
-    let line = text.lines().nth(f.line as usize - 1).expect("line");
+    let line = line_text(&dir, &f.file, f.line);
     assert!(line.contains("methods:"), "line {} is {line:?}", f.line);
 }
 
@@ -73,7 +64,7 @@ fn a_deny_that_loses_its_method_denies_the_whole_port() {
     ] {
         assert!(f.message.contains(fact), "{fact:?} not in {}", f.message);
     }
-    assert!(line_text(&repo, &f.file, f.line).contains("methods:"));
+    assert!(line_text(&repo.path(), &f.file, f.line).contains("methods:"));
 }
 
 /// The fix ambient/waypoint-hides-caller asks for (allow the waypoint's principal) is

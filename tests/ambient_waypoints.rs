@@ -24,14 +24,6 @@ fn waypoint(ns: &str, name: &str, listener_extra: &str) -> String {
     format!("---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  gatewayClassName: istio-waypoint\n  listeners:\n    - name: mesh\n      port: 15008\n      protocol: HBONE\n{listener_extra}")
 }
 
-fn line_text(repo: &GitRepo, file: &str, line: u32) -> String {
-    let text = std::fs::read_to_string(repo.path().join(file)).expect("read");
-    text.lines()
-        .nth(line as usize - 1)
-        .expect("line exists")
-        .to_string()
-}
-
 fn assert_facts(message: &str, facts: &[&str]) {
     for fact in facts {
         assert!(message.contains(fact), "{fact:?} not in {message}");
@@ -59,8 +51,7 @@ fn a_misspelt_waypoint_strands_the_policies_bound_at_it() {
             "gatewayClassName: istio-waypoint",
         ],
     );
-    let text = std::fs::read_to_string(dir.join(&f.file)).expect("fixture");
-    let line = text.lines().nth(f.line as usize - 1).expect("line");
+    let line = line_text(&dir, &f.file, f.line);
     assert!(
         line.contains("istio.io/use-waypoint: cart-waypoint"),
         "line {} is {line:?}",
@@ -153,9 +144,8 @@ fn a_shared_waypoint_admits_namespaces_as_its_listener_says() {
             "from: All",
         ],
     );
-    assert!(
-        line_text(&repo, &found[0].file, found[0].line).contains("istio.io/use-waypoint: shared")
-    );
+    assert!(line_text(&repo.path(), &found[0].file, found[0].line)
+        .contains("istio.io/use-waypoint: shared"));
     // A namespace holding only waypoints is not "not injected": istiod deploys their pods.
     assert!(
         with_rule(&report, "injection/namespace-not-injected").is_empty(),
@@ -190,7 +180,7 @@ fn a_workload_moved_to_ambient_by_opting_out_of_injection() {
             "sidecar.istio.io/inject: \"false\"",
         ],
     );
-    assert!(line_text(&repo, &found[0].file, found[0].line)
+    assert!(line_text(&repo.path(), &found[0].file, found[0].line)
         .contains("istio.io/dataplane-mode: ambient"));
 
     repo.write(

@@ -11,6 +11,15 @@ pub fn today() -> chrono::NaiveDate {
     chrono::NaiveDate::from_ymd_opt(2026, 11, 30).expect("date")
 }
 
+/// The text of 1-based line `line` of `file` under `root` (where a finding points).
+pub fn line_text(root: &Path, file: &str, line: u32) -> String {
+    let text = std::fs::read_to_string(root.join(file)).expect("read");
+    text.lines()
+        .nth(line as usize - 1)
+        .expect("line exists")
+        .to_string()
+}
+
 /// Copies a folder's files (recursively) into `dst`.
 pub fn copy_tree(src: &Path, dst: &Path) {
     for entry in std::fs::read_dir(src).expect("read fixture dir") {
