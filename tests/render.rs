@@ -1506,3 +1506,51 @@ fn a_changed_values_file_renders_only_the_release_that_reads_it() {
         report.summary.notes
     );
 }
+
+#[test]
+fn with_render_all_a_root_both_revisions_hold_alike_is_rendered_once() {
+    let repo = GitRepo::new();
+    for (team, app) in [("shop", "web"), ("pay", "api"), ("ads", "bid")] {
+        team_overlay(&repo, team, app);
+    }
+    let base = repo.commit("three teams");
+    team_overlay(&repo, "pay", "api-v2");
+    let head = repo.commit("pay renames its app");
+    // Every kustomize run goes through this wrapper, which counts it.
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/kubectl");
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = dir.path().join("runs.log");
+    let wrapper = dir.path().join("kubectl");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.display()
+        ),
+    )
+    .expect("wrapper");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = assert_cmd::Command::cargo_bin("meshward")
+        .expect("binary")
+        .env("MESHWARD_KUBECTL", &wrapper)
+        .env_remove("MESHWARD_KUSTOMIZE")
+        .current_dir(repo.path())
+        .args(["check", "--base", &base, "--head", &head, "--render-all"])
+        .args(["--format", "json"])
+        .output()
+        .expect("run");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let runs = std::fs::read_to_string(&log).unwrap_or_default();
+    let builds: Vec<&str> = runs.lines().filter(|l| l.contains("kustomize")).collect();
+    // Three roots in each revision; only pay differs, so base renders pay alone
+    // and head all three: 4 runs, not 6.
+    assert_eq!(builds.len(), 4, "{runs}");
+    // Head's objects are all there, the unchanged teams' included.
+    let head_resources = report["summary"]["head"]["resources"].as_u64();
+    let base_resources = report["summary"]["base"]["resources"].as_u64();
+    assert_eq!(head_resources, base_resources, "{report:#}");
+    assert_eq!(head_resources, Some(6), "{report:#}");
+}

@@ -5,7 +5,7 @@ use crate::evidence::Evidence;
 use crate::finding::{Finding, Severity, Status};
 use crate::manifest::{self, input_finding, Resource};
 use crate::model::Model;
-use crate::policy::input::{build_input, policy_value};
+use crate::policy::input::{build_input, policy_value, BodyValues};
 use crate::policy::{Policies, PolicyLimits, RawFinding};
 use crate::report::RevisionSummary;
 use anyhow::Result;
@@ -25,6 +25,7 @@ pub(super) fn evaluate_revision(
     (loaded, model): (manifest::Loaded, Model),
     own: Option<&regorus::Value>,
     base: Option<&regorus::Value>,
+    bodies: &BodyValues,
     label: &str,
     (policies, limits): (&Policies, &PolicyLimits),
     config: &RepoConfig,
@@ -32,7 +33,7 @@ pub(super) fn evaluate_revision(
 ) -> Evaluated {
     let started = std::time::Instant::now();
     let own = own.cloned().unwrap_or_else(|| policy_value(&model));
-    let input = build_input(&loaded.resources, own, base, evidence, config);
+    let input = build_input(&loaded.resources, bodies, own, base, evidence, config);
     tracing::debug!(
         revision = label,
         elapsed_ms = started.elapsed().as_millis() as u64,

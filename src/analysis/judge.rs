@@ -10,7 +10,7 @@ use crate::evidence::Evidence;
 use crate::finding::Finding;
 use crate::manifest;
 use crate::model::{self, Model};
-use crate::policy::input::policy_value;
+use crate::policy::input::{policy_value, BodyValues};
 use crate::policy::{Policies, PolicyLimits};
 use crate::render::AppNamespaceLabels;
 
@@ -53,7 +53,7 @@ impl Judge<'_> {
         let base_model = base_loaded.as_ref().map(|(_, m, _)| m);
         // Base's model is in both policy inputs (head's `base`, base's `model` and
         // `base`): converted once and shared, as it is one of the largest parts of either.
-        let (head_model, base_value) = rayon::join(
+        let (head_model, (base_value, bodies)) = rayon::join(
             || {
                 model::build_with(
                     &head.loaded.resources,
@@ -62,8 +62,15 @@ impl Judge<'_> {
                     &head.labels,
                 )
             },
-            || base_model.map(policy_value),
+            || {
+                let base_resources = base_loaded.iter().flat_map(|(l, _, _)| &l.resources);
+                (
+                    base_model.map(policy_value),
+                    BodyValues::of(head.loaded.resources.iter().chain(base_resources)),
+                )
+            },
         );
+        tracing::debug!("models built");
         let evidence = match &self.opts.evidence {
             Some(e) => Some(e.clone()),
             None => gather_evidence(self.opts, config, &head_model, base_model, &mut notes),
@@ -81,6 +88,7 @@ impl Judge<'_> {
                     loaded,
                     own,
                     base_value.as_ref(),
+                    &bodies,
                     label,
                     (self.policies, self.limits),
                     config,
@@ -98,6 +106,7 @@ impl Judge<'_> {
             },
         );
         drop(base_value);
+        drop(bodies);
         let mut findings = match &base_eval {
             Some(b) => diff((&b.findings, &random.0), (&head_eval.findings, &random.1)),
             None => head_eval.findings.clone(),

@@ -202,6 +202,9 @@ pub fn analyze(
     }
 
     let started = std::time::Instant::now();
+    // Base and head parse each file they hold alike once.
+    let parsed = crate::manifest::Parsed::default();
+    let rendered = crate::render::RenderedRoots::default();
     let render_settings = crate::render::Settings {
         tools: &opts.tools,
         limits: limits::render_limits(&config, &opts.render_limits),
@@ -209,14 +212,24 @@ pub fn analyze(
         repo_urls: &opts.repo_urls,
         branches: &opts.branches,
         changed_paths: opts.changed_paths.as_ref(),
+        parsed: Some(&parsed),
+        rendered: base.is_some().then_some(&rendered),
+        backwards: false,
     };
+    if let Some(b) = &base {
+        crate::render::parse_shared(&[head.tree, b.tree], &config, &render_settings);
+    }
     // Base's model is built on base's thread while head is parsed, unless context
     // roots may still be added to base (a root base left unrendered).
     let (mut head_parsed, base_parsed) = rayon::join(
         || crate::render::revision(head.tree, &config, &render_settings),
         || {
             base.as_ref().map(|b| {
-                let parsed = crate::render::revision(b.tree, &config, &render_settings);
+                let settings = crate::render::Settings {
+                    backwards: true,
+                    ..render_settings.clone()
+                };
+                let parsed = crate::render::revision(b.tree, &config, &settings);
                 let complete = parsed.rendered.iter().all(|r| *r);
                 let model = complete.then(|| {
                     model::build_with(
@@ -229,6 +242,10 @@ pub fn analyze(
                 (parsed, model)
             })
         },
+    );
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "rendered and parsed"
     );
     let (mut base_parsed, mut base_model) = base_parsed.unzip();
     if let Some(changed) = &opts.changed_paths {
@@ -244,6 +261,8 @@ pub fn analyze(
             base_model = None;
         }
     }
+    drop(parsed);
+    drop(rendered);
     // Several clusters are several meshes, judged one by one; one is told as before.
     let meshes = clusters::meshes(&head_parsed, base_parsed.as_ref());
     if meshes.is_empty() {
@@ -605,13 +624,16 @@ fn gather_evidence(
 fn changed_resources(base: &[Resource], head: &[Resource]) -> std::collections::BTreeSet<String> {
     let mut before: HashMap<&str, Vec<&serde_json::Value>> = HashMap::new();
     for r in base {
-        before.entry(r.id.as_str()).or_default().push(&r.body);
+        before.entry(r.id.as_str()).or_default().push(&*r.body);
     }
     head.iter()
         .filter(|r| {
-            !before
-                .get(r.id.as_str())
-                .is_some_and(|bodies| bodies.contains(&&r.body))
+            // Shared bodies (a file neither revision changed) are equal without a look.
+            !before.get(r.id.as_str()).is_some_and(|bodies| {
+                bodies
+                    .iter()
+                    .any(|b| std::ptr::eq(*b, &*r.body) || **b == *r.body)
+            })
         })
         .map(|r| r.id.clone())
         .collect()

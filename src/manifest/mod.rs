@@ -17,7 +17,8 @@ pub struct Resource {
     pub name: String,
     /// None for cluster-scoped kinds; `default` for namespaced objects without one.
     pub namespace: Option<String>,
-    pub body: serde_json::Value,
+    /// Shared: base and head hold the same object for every file the change leaves alone.
+    pub body: Arc<serde_json::Value>,
     pub file: String,
     pub line: u32,
     /// Where each of the object's fields is, to map field paths back to lines.
@@ -89,7 +90,7 @@ pub struct SourceFile {
 }
 
 /// What loading the manifests of a revision gave.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Loaded {
     pub resources: Vec<Resource>,
     /// Findings about the input itself: parse errors, limits, invalid objects.
@@ -102,6 +103,63 @@ pub struct Loaded {
     /// YAML files of the tree not read as manifests (dot-files, CI configs): the
     /// caller, which knows `.meshward.yaml`, counts them.
     pub files_not_read: usize,
+}
+
+/// Files parsed once per path, content and namespace, for the revisions of one
+/// check: base and head hold the same bytes for every file a change leaves alone, and
+/// share what parsing them gave (the bodies behind an `Arc`).
+#[derive(Default)]
+pub struct Parsed {
+    files: std::sync::Mutex<std::collections::HashMap<ParsedKey, Arc<std::sync::OnceLock<Loaded>>>>,
+}
+
+type ParsedKey = (String, Option<String>, [u8; 32]);
+
+impl Parsed {
+    /// Parses each distinct file of `files` once, in parallel.
+    pub fn parse_all(&self, files: &[&SourceFile], limits: &Limits) {
+        use rayon::prelude::*;
+        let keyed: Vec<(ParsedKey, &SourceFile)> = files
+            .par_iter()
+            .map(|f| (parsed_key(f, None), *f))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        let distinct: Vec<(ParsedKey, &SourceFile)> = keyed
+            .into_iter()
+            .filter(|(k, _)| seen.insert(k.clone()))
+            .collect();
+        distinct.into_par_iter().for_each(|(key, f)| {
+            if let Some(cell) = self.cell(key) {
+                cell.get_or_init(|| load_file(f, limits, None));
+            }
+        });
+    }
+
+    fn load(&self, file: &SourceFile, limits: &Limits, namespace: Option<&str>) -> Loaded {
+        match self.cell(parsed_key(file, namespace)) {
+            // A revision read alone may meet a file the other is parsing; parsing is
+            // sequential (no pool work inside), so waiting for it cannot deadlock.
+            Some(cell) => cell
+                .get_or_init(|| load_file(file, limits, namespace))
+                .clone(),
+            None => load_file(file, limits, namespace),
+        }
+    }
+
+    /// None when a worker panicked while holding the lock: parse without the cache.
+    fn cell(&self, key: ParsedKey) -> Option<Arc<std::sync::OnceLock<Loaded>>> {
+        let mut files = self.files.lock().ok()?;
+        Some(files.entry(key).or_default().clone())
+    }
+}
+
+fn parsed_key(file: &SourceFile, namespace: Option<&str>) -> ParsedKey {
+    use sha2::Digest;
+    (
+        file.path.clone(),
+        namespace.map(str::to_string),
+        sha2::Sha256::digest(&file.bytes).into(),
+    )
 }
 
 /// Kinds that live outside any namespace.
@@ -172,22 +230,28 @@ pub fn load_with_namespace(
     limits: &Limits,
     namespace: Option<&str>,
 ) -> Loaded {
-    load_into(files, limits, namespace, &|_| None)
+    let files: Vec<&SourceFile> = files.iter().collect();
+    load_into(&files, limits, namespace, None, &|_| None)
 }
 
 /// As [`load_with_namespace`], with the cluster each file's objects land on: the
 /// same object in two clusters is two objects, not a duplicate.
+/// With `parsed`, a file already parsed alike is not parsed again.
 pub fn load_into(
-    files: &[SourceFile],
+    files: &[&SourceFile],
     limits: &Limits,
     namespace: Option<&str>,
+    parsed: Option<&Parsed>,
     cluster_of: &(dyn Fn(&str) -> Option<Arc<str>> + Sync),
 ) -> Loaded {
     use rayon::prelude::*;
     let per_file: Vec<Loaded> = files
         .par_iter()
         .map(|f| {
-            let mut l = load_file(f, limits, namespace);
+            let mut l = match parsed {
+                Some(p) => p.load(f, limits, namespace),
+                None => load_file(f, limits, namespace),
+            };
             if let Some(cluster) = cluster_of(&f.path) {
                 for r in &mut l.resources {
                     r.cluster = Some(cluster.clone());
@@ -361,7 +425,7 @@ fn collect_objects(node: Node, file: &str, default_namespace: &str, out: &mut Lo
         kind,
         name,
         namespace,
-        body,
+        body: Arc::new(body),
         file: file.to_string(),
         line: node.line,
         lines: Arc::new(lines::LineIndex::of(&node)),
@@ -505,6 +569,50 @@ mod tests {
             path: path.into(),
             bytes: text.as_bytes().to_vec(),
         }
+    }
+
+    #[test]
+    fn base_and_head_share_the_objects_of_a_file_neither_changed() {
+        let svc = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n";
+        let base = [file("a.yaml", svc), file("b.yaml", svc)];
+        let head = [
+            file("a.yaml", svc),
+            file("b.yaml", &svc.replace("web", "api")),
+        ];
+        let parsed = Parsed::default();
+        let limits = Limits::default();
+        let all: Vec<&SourceFile> = base.iter().chain(&head).collect();
+        parsed.parse_all(&all, &limits);
+        let read = |files: &[SourceFile], ns: Option<&str>| {
+            let refs: Vec<&SourceFile> = files.iter().collect();
+            load_into(&refs, &limits, ns, Some(&parsed), &|_| None)
+        };
+        let (b, h) = (read(&base, None), read(&head, None));
+        let body = |l: &Loaded, file: &str| {
+            let r = l.resources.iter().find(|r| r.file == file).expect(file);
+            (r.name.clone(), r.body.clone())
+        };
+        // The unchanged file: one object, held by both revisions.
+        assert!(Arc::ptr_eq(&body(&b, "a.yaml").1, &body(&h, "a.yaml").1));
+        // The changed one: each revision its own, as written.
+        assert_eq!(body(&b, "b.yaml").0, "web");
+        assert_eq!(body(&h, "b.yaml").0, "api");
+        // Read into an app's namespace, the same bytes are other objects.
+        let under_app = read(&head, Some("shop"));
+        assert_eq!(
+            under_app.resources[0].namespace.as_deref(),
+            Some("shop"),
+            "{:?}",
+            under_app.resources[0].id
+        );
+        assert!(!Arc::ptr_eq(
+            &body(&under_app, "a.yaml").1,
+            &body(&h, "a.yaml").1
+        ));
+        // And reading with the cache gives what reading without it gives.
+        let plain = load(&head, &limits);
+        let ids = |l: &Loaded| l.resources.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&plain), ids(&h));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use crate::config::RepoConfig;
 use crate::evidence::Evidence;
 use crate::manifest::Resource;
 use crate::model::Model;
+use std::sync::Arc;
 
 /// The Rego input: resources (shared between `resources` and `by_kind`), models,
 /// evidence and mesh config. See docs/policy-input.md.
@@ -17,34 +18,126 @@ pub(crate) fn policy_value(model: &Model) -> regorus::Value {
         .unwrap_or(regorus::Value::Null)
 }
 
+/// The policy values of resource bodies, built once for each body base and head share
+/// (every object of a file the change leaves alone).
+#[derive(Default)]
+pub(crate) struct BodyValues {
+    /// By the body's address; the `Arc` is held so that the address is not reused.
+    values: std::collections::HashMap<usize, (Arc<serde_json::Value>, regorus::Value)>,
+}
+
+impl BodyValues {
+    pub(crate) fn of<'a>(resources: impl Iterator<Item = &'a Resource>) -> BodyValues {
+        use rayon::prelude::*;
+        let mut unique: std::collections::HashMap<usize, &Arc<serde_json::Value>> =
+            Default::default();
+        for r in resources {
+            unique
+                .entry(Arc::as_ptr(&r.body) as usize)
+                .or_insert(&r.body);
+        }
+        let unique: Vec<(usize, &Arc<serde_json::Value>)> = unique.into_iter().collect();
+        let values = unique
+            .into_par_iter()
+            .map_init(Keys::default, |keys, (at, body)| {
+                (at, (body.clone(), body_value(body, keys)))
+            })
+            .collect();
+        BodyValues { values }
+    }
+
+    fn get(&self, body: &Arc<serde_json::Value>) -> regorus::Value {
+        match self.values.get(&(Arc::as_ptr(body) as usize)) {
+            Some((_, v)) => v.clone(),
+            None => body_value(body, &mut Keys::default()),
+        }
+    }
+}
+
+/// Strings already made into policy values: object keys (`metadata`, `name`,
+/// `spec`…) and short values (kinds, namespaces, label values) repeat across
+/// thousands of objects and share one allocation.
+#[derive(Default)]
+struct Keys(std::collections::HashMap<String, regorus::Value>);
+
+impl Keys {
+    /// Longer strings (certificates, scripts, annotations) are seldom repeated.
+    const SHARED_UP_TO: usize = 64;
+
+    fn value(&mut self, s: &str) -> regorus::Value {
+        if s.len() > Self::SHARED_UP_TO {
+            return regorus::Value::from(s);
+        }
+        if let Some(v) = self.0.get(s) {
+            return v.clone();
+        }
+        let v = regorus::Value::from(s);
+        self.0.insert(s.to_string(), v.clone());
+        v
+    }
+}
+
+fn body_value(body: &serde_json::Value, keys: &mut Keys) -> regorus::Value {
+    use regorus::Value;
+    use serde_json::Value as Json;
+    match body {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => Value::from(u),
+            (None, Some(i), _) => Value::from(i),
+            (None, None, Some(f)) => Value::from(f),
+            (None, None, None) => Value::Null,
+        },
+        Json::String(s) => keys.value(s),
+        Json::Array(items) => Value::from(
+            items
+                .iter()
+                .map(|v| body_value(v, keys))
+                .collect::<Vec<_>>(),
+        ),
+        // Built as a map and then made a value, as regorus's own deserializer does:
+        // the value is then stored compactly.
+        Json::Object(map) => {
+            let mut fields = std::collections::BTreeMap::new();
+            for (k, v) in map {
+                fields.insert(keys.value(k), body_value(v, keys));
+            }
+            Value::from(fields)
+        }
+    }
+}
+
 /// One resource as a policy value, built straight from its parsed body: going through
 /// a `json!` object first would copy every body once more.
-fn resource_value(r: &Resource) -> regorus::Value {
+fn resource_value(r: &Resource, bodies: &BodyValues, strings: &mut Keys) -> regorus::Value {
     use regorus::Value;
-    use serde::Deserialize;
-    let text = |s: &str| Value::from(s);
-    let mut v = Value::new_object();
-    if let Ok(map) = v.as_object_mut() {
-        map.insert(text("id"), text(&r.id));
-        map.insert(text("apiVersion"), text(&r.api_version));
-        map.insert(text("kind"), text(&r.kind));
-        map.insert(
-            text("namespace"),
-            r.namespace.as_deref().map(text).unwrap_or(Value::Null),
-        );
-        map.insert(text("name"), text(&r.name));
-        map.insert(
-            text("body"),
-            Value::deserialize(&r.body).unwrap_or(Value::Null),
-        );
-        map.insert(text("file"), text(&r.file));
-        map.insert(text("line"), Value::from(u64::from(r.line)));
+    let mut fields = std::collections::BTreeMap::new();
+    let mut text = |k: &str, v: &str| (strings.value(k), strings.value(v));
+    for (k, v) in [
+        text("id", &r.id),
+        text("apiVersion", &r.api_version),
+        text("kind", &r.kind),
+        text("name", &r.name),
+        text("file", &r.file),
+    ] {
+        fields.insert(k, v);
     }
-    v
+    fields.insert(
+        strings.value("namespace"),
+        r.namespace
+            .as_deref()
+            .map(|n| strings.value(n))
+            .unwrap_or(Value::Null),
+    );
+    fields.insert(strings.value("body"), bodies.get(&r.body));
+    fields.insert(strings.value("line"), Value::from(u64::from(r.line)));
+    Value::from(fields)
 }
 
 pub(crate) fn build_input(
     resources: &[Resource],
+    bodies: &BodyValues,
     model: regorus::Value,
     base: Option<&regorus::Value>,
     evidence: Option<&Evidence>,
@@ -53,8 +146,9 @@ pub(crate) fn build_input(
     use regorus::Value;
     let mut all = Vec::with_capacity(resources.len());
     let mut by_kind: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    let mut strings = Keys::default();
     for r in resources {
-        let v = resource_value(r);
+        let v = resource_value(r, bodies, &mut strings);
         by_kind.entry(r.kind.clone()).or_default().push(v.clone());
         all.push(v);
     }
@@ -92,7 +186,7 @@ mod tests {
 
     #[test]
     fn a_resource_value_is_its_json_as_policies_read_it() {
-        let text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\n  labels: {app: web, tier: \"2\"}\nspec:\n  ports:\n    - {name: http, port: 80, targetPort: 8080}\n  weight: 0.5\n  external: null\n  flags: [true, false]\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+        let text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\n  labels: {app: web, tier: \"2\"}\nspec:\n  ports:\n    - {name: http, port: 80, targetPort: 8080}\n  weight: 0.5\n  offset: -3\n  big: 18446744073709551615\n  external: null\n  flags: [true, false]\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
         let loaded = load(
             &[SourceFile {
                 path: "shop/web.yaml".into(),
@@ -107,7 +201,20 @@ mod tests {
                 "namespace": r.namespace, "name": r.name, "body": r.body,
                 "file": r.file, "line": r.line,
             }));
-            assert_eq!(resource_value(r), through_json, "{}", r.id);
+            assert_eq!(
+                resource_value(r, &BodyValues::default(), &mut Keys::default()),
+                through_json,
+                "{}",
+                r.id
+            );
+            let shared = BodyValues::of(loaded.resources.iter());
+            let mut strings = Keys::default();
+            assert_eq!(
+                resource_value(r, &shared, &mut strings),
+                through_json,
+                "{}",
+                r.id
+            );
         }
     }
 }

@@ -34,8 +34,8 @@ pub use planning::Plan;
 pub use problem::Problem;
 pub use revision::RootStatus;
 pub(crate) use revision::{
-    context, failure_status, is_manifest, revision, RenderedRevision, Settings, APPS, LINKED,
-    TOUCHED,
+    context, failure_status, is_manifest, parse_shared, revision, RenderedRevision, RenderedRoots,
+    Settings, APPS, LINKED, TOUCHED,
 };
 pub use running::{render_root, Rendered};
 pub use source_map::{Patch, SourceMap};

@@ -28,7 +28,7 @@ pub struct Plan {
 pub(crate) fn plan(
     tree: &Tree,
     discovery: &Discovery,
-    resources: &[Resource],
+    resources: &[&Resource],
     config: &RenderConfig,
     repo_urls: &BTreeSet<String>,
     branches: &[String],

@@ -4,7 +4,7 @@
 
 use super::apps::{is_app_object, AppNamespaceLabels};
 use super::clusters::Clusters;
-use super::discovery::discover;
+use super::discovery::{discover, Discovery};
 use super::planned::PlannedRoot;
 use super::planning::plan;
 use super::roots::Root;
@@ -17,6 +17,7 @@ use crate::workspace::{Materialized, Tree};
 use std::collections::BTreeSet;
 
 /// What rendering a revision takes, beyond its tree and config.
+#[derive(Clone)]
 pub(crate) struct Settings<'a> {
     pub(crate) tools: &'a Tools,
     /// The render limits, already lowered where the repository asks.
@@ -30,6 +31,67 @@ pub(crate) struct Settings<'a> {
     pub(crate) branches: &'a [String],
     /// Paths the change touches; only roots reading one are rendered. None: every root.
     pub(crate) changed_paths: Option<&'a BTreeSet<String>>,
+    /// Files parsed already, by the other revision of the check.
+    pub(crate) parsed: Option<&'a manifest::Parsed>,
+    /// Roots rendered already, by the other revision, by their inputs.
+    pub(crate) rendered: Option<&'a RenderedRoots>,
+    /// Go through the roots last to first: the other revision goes first to last, so
+    /// each root both hold alike is rendered once, by whichever reaches it first.
+    pub(crate) backwards: bool,
+}
+
+/// Renders of one check by a hash of everything they read: a root whose inputs are
+/// byte-identical in base and head (every root a change leaves alone, with
+/// `--render-all`) is rendered once.
+#[derive(Default)]
+pub(crate) struct RenderedRoots {
+    renders: std::sync::Mutex<std::collections::HashMap<[u8; 32], Rendered>>,
+}
+
+impl RenderedRoots {
+    fn get(&self, key: &[u8; 32]) -> Option<Rendered> {
+        self.renders.lock().ok()?.get(key).cloned()
+    }
+
+    fn put(&self, key: [u8; 32], rendered: &Rendered) {
+        if let Ok(mut renders) = self.renders.lock() {
+            renders.insert(key, rendered.clone());
+        }
+    }
+}
+
+/// What a root's render depends on: the planned root (entry, values, namespace,
+/// cluster) and the paths and bytes of every file of the tree it reads, the folders
+/// of its charts' `file://` dependencies included.
+fn input_key(tree: &Tree, root: &PlannedRoot) -> [u8; 32] {
+    use sha2::Digest;
+    let read = |p: &str| {
+        tree.get(p)
+            .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
+    };
+    let is_dir = |p: &str| tree.dirs.contains(p);
+    let dependencies: Vec<String> = match root.root.kind {
+        super::roots::RootKind::Helm => super::helm::local_dependencies(&root.root, &read, &is_dir)
+            .into_iter()
+            .map(|(_, folder)| format!("{folder}/"))
+            .collect(),
+        super::roots::RootKind::Kustomize => Vec::new(),
+    };
+    let mut files: Vec<&SourceFile> = tree
+        .files
+        .iter()
+        .filter(|f| root.reads(&f.path) || dependencies.iter().any(|d| f.path.starts_with(d)))
+        .collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut hash = sha2::Sha256::new();
+    hash.update(format!("{root:?}").as_bytes());
+    for f in files {
+        for part in [f.path.as_bytes(), &f.bytes] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part);
+        }
+    }
+    hash.finalize().into()
 }
 
 /// Is this file a manifest of the checked tree (not config, not policy, not a
@@ -175,21 +237,46 @@ pub(crate) struct RenderedRevision {
     pub(crate) namespace_labels: Vec<AppNamespaceLabels>,
 }
 
+/// The files read as manifests of their own: inputs of render roots are checked
+/// through their rendered output only.
+fn plain_files<'t>(
+    tree: &'t Tree,
+    discovery: &Discovery,
+    config: &RepoConfig,
+) -> Vec<&'t SourceFile> {
+    tree.files
+        .iter()
+        .filter(|f| is_manifest(f, config) && !discovery.is_input(&f.path))
+        .collect()
+}
+
+/// Parses the plain manifests of several revisions into `parsed`, each file they
+/// hold alike once, before the revisions are read one by one: read side by side,
+/// they would reach each shared file at the same moment, one waiting on the other.
+pub(crate) fn parse_shared(trees: &[&Tree], config: &RepoConfig, settings: &Settings) {
+    let Some(parsed) = settings.parsed else {
+        return;
+    };
+    let files: Vec<&SourceFile> = trees
+        .iter()
+        .flat_map(|t| plain_files(t, &discover(t), config))
+        .collect();
+    parsed.parse_all(&files, settings.manifest_limits);
+}
+
 /// Reads a revision's manifests and renders the roots the change touches (every
 /// root without a change).
 pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) -> RenderedRevision {
     let discovery = discover(tree);
-    // Inputs of render roots are checked through their rendered output only.
-    let files: Vec<SourceFile> = tree
-        .files
-        .iter()
-        .filter(|f| is_manifest(f, config) && !discovery.is_input(&f.path))
-        .cloned()
-        .collect();
+    let files = plain_files(tree, &discovery, config);
     let clusters = Clusters::of(tree, config);
-    let mut loaded = manifest::load_into(&files, settings.manifest_limits, None, &|p| {
-        clusters.of_path(p)
-    });
+    let mut loaded = manifest::load_into(
+        &files,
+        settings.manifest_limits,
+        None,
+        settings.parsed,
+        &|p| clusters.of_path(p),
+    );
     // Count every manifest read, render inputs included.
     loaded.files = tree.files.iter().filter(|f| is_manifest(f, config)).count();
     loaded.files_not_read = not_read_as_manifests(tree, config);
@@ -208,12 +295,7 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
     let mut app_objects: Vec<Resource> = Vec::new();
     let mut depth = 0;
     let plan = loop {
-        let resources: Vec<Resource> = loaded
-            .resources
-            .iter()
-            .chain(&app_objects)
-            .cloned()
-            .collect();
+        let resources: Vec<&Resource> = loaded.resources.iter().chain(&app_objects).collect();
         let mut plan = plan(
             tree,
             &discovery,
@@ -297,10 +379,10 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
         .iter()
         .filter(|d| d.namespace != "default" || d.cluster.is_some())
         .filter_map(|d| {
-            let under: Vec<SourceFile> = files
+            let under: Vec<&SourceFile> = files
                 .iter()
                 .filter(|f| d.holds(&f.path) && !inputs.contains(f.path.as_str()))
-                .cloned()
+                .copied()
                 .collect();
             (!under.is_empty()).then_some((d, under))
         })
@@ -319,10 +401,13 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
         .findings
         .retain(|f| !held(&f.file) || kept_as_plain(&f.file));
     for (d, under) in &applied {
-        let again =
-            manifest::load_into(under, settings.manifest_limits, Some(&d.namespace), &|p| {
-                d.cluster.clone().or_else(|| clusters.of_path(p))
-            });
+        let again = manifest::load_into(
+            under,
+            settings.manifest_limits,
+            Some(&d.namespace),
+            settings.parsed,
+            &|p| d.cluster.clone().or_else(|| clusters.of_path(p)),
+        );
         loaded.resources.extend(again.resources);
         // A broken file is said once, however many apps apply it.
         for f in again.findings {
@@ -424,6 +509,27 @@ fn render_roots(
         // Nothing to render: the revision is not extracted (a whole tree to disk).
         return Vec::new();
     }
+    let keys: Vec<Option<[u8; 32]>> = match settings.rendered {
+        Some(_) => roots.par_iter().map(|r| Some(input_key(tree, r))).collect(),
+        None => vec![None; roots.len()],
+    };
+    // Every root rendered already: nothing to extract.
+    if let Some(cache) = settings.rendered {
+        let done: Option<Vec<Rendered>> = roots
+            .iter()
+            .zip(&keys)
+            .map(|(r, key)| {
+                let refused = oversized_input(tree, r).is_some();
+                key.as_ref()
+                    .filter(|_| !refused)
+                    .and_then(|k| cache.get(k))
+                    .map(|out| on_cluster(out, r))
+            })
+            .collect();
+        if let Some(done) = done {
+            return done;
+        }
+    }
     let dir = dir.get_or_insert_with(|| match tree.source.as_ref() {
         Some(source) => crate::workspace::materialize(source).map_err(|e| format!("{e:#}")),
         None => Err("the revision is not available on disk".to_string()),
@@ -471,16 +577,32 @@ fn render_roots(
         }
     };
     let read = |p: &str| std::fs::read_to_string(repo_dir.join(p)).ok();
-    roots
-        .par_iter()
-        .map(|r| {
-            let out = match oversized_input(tree, r).or_else(|| unreadable_input(&missing, r)) {
-                Some(refused) => refused,
-                None => render_root(r, &repo_dir, settings.tools, &settings.limits, &read),
-            };
-            on_cluster(out, r)
-        })
-        .collect()
+    let render = |(r, key): (&&PlannedRoot, &Option<[u8; 32]>)| {
+        let out = match oversized_input(tree, r).or_else(|| unreadable_input(&missing, r)) {
+            Some(refused) => refused,
+            None => {
+                let shared = settings.rendered.zip(key.as_ref());
+                // The other revision may have rendered it since this one began.
+                if let Some(done) = shared.and_then(|(cache, key)| cache.get(key)) {
+                    return on_cluster(done, r);
+                }
+                let out = render_root(r, &repo_dir, settings.tools, &settings.limits, &read);
+                if let Some((cache, key)) = shared {
+                    cache.put(*key, &out);
+                }
+                out
+            }
+        };
+        on_cluster(out, r)
+    };
+    let work = roots.par_iter().zip(keys.par_iter());
+    if settings.backwards {
+        let mut out: Vec<Rendered> = work.rev().map(render).collect();
+        out.reverse();
+        out
+    } else {
+        work.map(render).collect()
+    }
 }
 
 /// The files rendering `roots` may read: every YAML and JSON file (values and

@@ -382,7 +382,7 @@ pub fn render_root(
     for r in &mut loaded.resources {
         let map = match (&root.kind, &wrap_dir) {
             (RootKind::Kustomize, Some((wrap, repo))) => {
-                let (origin, patched_in) = kustomize::take_metadata(&mut r.body);
+                let (origin, patched_in) = kustomize::take_metadata(Arc::make_mut(&mut r.body));
                 let gen = wrap.with_file_name("gen");
                 let to_repo = |rel: &str| {
                     kustomize::wrapper_to_repo(wrap, repo, rel).or_else(|| {

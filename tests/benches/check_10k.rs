@@ -4,6 +4,12 @@
 //!
 //! `cargo bench --bench check_10k` runs it; under `cargo test` it runs once on a
 //! small tree as a smoke test.
+//!
+//! `MESHWARD_BENCH_SCALING=10,100,500,1000` (namespaces of about 100 resources)
+//! prints the scaling table instead: per size, the median wall time, CPU time, peak
+//! RSS and instructions of the check (instructions where `perf` is installed), beside
+//! the floor: one thread parsing every manifest of both revisions with
+//! `manifest::load`, the least a check of both revisions must do.
 
 mod support;
 
@@ -72,11 +78,33 @@ fn generate(root: &Path, namespaces: usize) -> usize {
     resources
 }
 
-/// Runs the binary under /usr/bin/time; returns (seconds, peak RSS in MB, exit code).
-fn run(bin: &Path, repo: &Path) -> (f64, f64, i32) {
+/// One run of the check.
+struct Run {
+    secs: f64,
+    /// User + system CPU seconds.
+    cpu: f64,
+    rss_mb: f64,
+    /// Instructions retired, where `perf` could count them.
+    instructions: Option<f64>,
+    code: i32,
+}
+
+/// Runs the binary under /usr/bin/time (and `perf stat` when asked and present).
+fn run(bin: &Path, repo: &Path, count_instructions: bool) -> Run {
+    let counts = tempfile::NamedTempFile::new().expect("tmp");
+    let mut cmd = if count_instructions {
+        let mut c = Command::new("perf");
+        c.args(["stat", "-x", ",", "-e", "instructions", "-o"])
+            .arg(counts.path())
+            .args(["/usr/bin/time", "-f", "%M %U %S"]);
+        c
+    } else {
+        let mut c = Command::new("/usr/bin/time");
+        c.args(["-f", "%M %U %S"]);
+        c
+    };
     let start = Instant::now();
-    let out = Command::new("/usr/bin/time")
-        .args(["-f", "%M"])
+    let out = cmd
         .arg(bin)
         .arg("check")
         .arg(repo)
@@ -94,12 +122,120 @@ fn run(bin: &Path, repo: &Path) -> (f64, f64, i32) {
         .expect("run meshward under /usr/bin/time");
     let secs = start.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let kb: f64 = stderr
+    let fields: Vec<f64> = stderr
         .lines()
         .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no RSS in {stderr}"));
-    (secs, kb / 1024.0, out.status.code().unwrap_or(-1))
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let [kb, user, sys] = fields[..] else {
+        panic!("no RSS and CPU times in {stderr}");
+    };
+    let instructions = std::fs::read_to_string(counts.path()).ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.contains("instructions"))
+            .and_then(|l| l.split(',').next()?.parse().ok())
+    });
+    Run {
+        secs,
+        cpu: user + sys,
+        rss_mb: kb / 1024.0,
+        instructions,
+        code: out.status.code().unwrap_or(-1),
+    }
+}
+
+/// The floor: CPU seconds of one thread parsing every YAML file of both revisions.
+fn parse_floor(repo: &Path) -> f64 {
+    let base = tempfile::tempdir().expect("tmp");
+    let archive = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "git -C '{}' archive HEAD~1 | tar -x -C '{}'",
+            repo.display(),
+            base.path().display()
+        ))
+        .status()
+        .expect("git archive");
+    assert!(archive.success(), "git archive HEAD~1");
+    let files = |root: &Path| {
+        let mut out = Vec::new();
+        let mut dirs = vec![root.to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+                let p = e.path();
+                if p.file_name().is_some_and(|n| n == ".git") {
+                    continue;
+                }
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "yaml") {
+                    out.push(meshward::manifest::SourceFile {
+                        path: p
+                            .strip_prefix(root)
+                            .expect("under root")
+                            .display()
+                            .to_string(),
+                        bytes: std::fs::read(&p).expect("read"),
+                    });
+                }
+            }
+        }
+        out
+    };
+    let revisions = [files(repo), files(base.path())];
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("pool");
+    let start = Instant::now();
+    let resources: usize = one_thread.install(|| {
+        revisions
+            .iter()
+            .map(|f| {
+                meshward::manifest::load(f, &Default::default())
+                    .resources
+                    .len()
+            })
+            .sum()
+    });
+    assert!(resources > 0, "the floor parsed nothing");
+    start.elapsed().as_secs_f64()
+}
+
+/// The scaling table: one row per size, the check beside its parse floor.
+fn scaling(bin: &Path, sizes: &[usize], runs: usize) {
+    let perf = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    println!("| resources per revision | wall | CPU | parse floor (CPU) | CPU / floor | instructions per resource | peak RSS |");
+    println!("|---|---|---|---|---|---|---|");
+    for &namespaces in sizes {
+        let dir = tempfile::tempdir().expect("tmp");
+        let resources = generate(dir.path(), namespaces);
+        let floors: Vec<f64> = (0..runs).map(|_| parse_floor(dir.path())).collect();
+        let checks: Vec<Run> = (0..runs).map(|_| run(bin, dir.path(), perf)).collect();
+        assert!(checks.iter().all(|r| r.code == 0), "meshward failed");
+        let med = |f: &dyn Fn(&Run) -> f64| median(checks.iter().map(f).collect());
+        let floor = median(floors);
+        let cpu = med(&|r| r.cpu);
+        let per_resource = checks
+            .iter()
+            .map(|r| r.instructions)
+            .collect::<Option<Vec<f64>>>()
+            .map(|v| format!("{:.0}", median(v) / (2 * resources) as f64))
+            .unwrap_or_else(|| "(no perf)".into());
+        println!(
+            "| {resources} | {:.2} s | {cpu:.2} s | {floor:.2} s | {:.1}x | {per_resource} | {:.0} MiB |",
+            med(&|r| r.secs),
+            cpu / floor,
+            med(&|r| r.rss_mb),
+        );
+    }
 }
 
 fn main() {
@@ -126,15 +262,26 @@ fn main() {
     } else {
         (2, 1)
     };
+    if let Some(sizes) = std::env::var("MESHWARD_BENCH_SCALING")
+        .ok()
+        .filter(|_| bench)
+    {
+        let sizes: Vec<usize> = sizes
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+        scaling(bin, &sizes, runs);
+        return;
+    }
     let resources = generate(&root, namespaces);
     let mut times = Vec::new();
     let mut mems = Vec::new();
     for _ in 0..runs {
-        let (t, m, code) = run(bin, &root);
+        let r = run(bin, &root, false);
         // The head commit introduces an unknown principal (a warning): exit 0.
-        assert_eq!(code, 0, "meshward failed on the generated tree");
-        times.push(t);
-        mems.push(m);
+        assert_eq!(r.code, 0, "meshward failed on the generated tree");
+        times.push(r.secs);
+        mems.push(r.rss_mb);
     }
     println!(
         "check_10k: {resources} resources per revision, base+head, {runs} runs: median {:.3} s, peak RSS median {:.0} MB (min {:.3} s, max {:.3} s)",

@@ -111,7 +111,7 @@ pub(super) fn flux_kustomization(r: &Resource, by: String, repo: &dyn RepoLookup
     }
 }
 
-pub(super) fn flux_helm_release(r: &Resource, by: String, resources: &[Resource]) -> AppSource {
+pub(super) fn flux_helm_release(r: &Resource, by: String, resources: &[&Resource]) -> AppSource {
     let mut said = Said::default();
     let file = r.file.as_str();
     let at = |keys: &[Json]| r.line_of(keys);

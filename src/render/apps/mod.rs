@@ -243,7 +243,7 @@ fn flux_source_elsewhere(kind: &str, source: &str) -> String {
 }
 
 pub(crate) fn app_sources(
-    resources: &[Resource],
+    resources: &[&Resource],
     repo_urls: &BTreeSet<String>,
     branches: &[String],
     repo: &dyn RepoLookup,

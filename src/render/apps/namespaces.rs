@@ -27,7 +27,7 @@ pub struct AppNamespaceLabels {
 /// still hold a template expression, or that a `templatePatch` may change, is left
 /// out, and its namespace keeps unknown labels.
 pub fn app_namespace_labels(
-    resources: &[Resource],
+    resources: &[&Resource],
     repo_urls: &BTreeSet<String>,
     repo: &dyn RepoLookup,
 ) -> Vec<AppNamespaceLabels> {

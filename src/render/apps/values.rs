@@ -25,7 +25,7 @@ const MAX_INDEX: usize = 10_000;
 /// could not resolve; and the files the resolved ones were read from.
 pub fn flux_values(
     hr: &Resource,
-    resources: &[Resource],
+    resources: &[&Resource],
 ) -> (Option<Json>, Vec<Unresolved>, BTreeSet<String>) {
     let ns = hr.namespace.as_deref().unwrap_or("default");
     let mut merged = Json::Object(Map::new());
