@@ -212,8 +212,8 @@ fn scaling(bin: &Path, sizes: &[usize], runs: usize) {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    println!("| resources per revision | wall | CPU | parse floor (CPU) | CPU / floor | instructions per resource | peak RSS |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| resources per revision | wall | CPU | parse floor (CPU) | CPU / floor | CPU per resource | instructions per resource | peak RSS |");
+    println!("|---|---|---|---|---|---|---|---|");
     for &namespaces in sizes {
         let dir = tempfile::tempdir().expect("tmp");
         let resources = generate(dir.path(), namespaces);
@@ -228,11 +228,13 @@ fn scaling(bin: &Path, sizes: &[usize], runs: usize) {
             .map(|r| r.instructions)
             .collect::<Option<Vec<f64>>>()
             .map(|v| format!("{:.0}", median(v) / (2 * resources) as f64))
-            .unwrap_or_else(|| "(no perf)".into());
+            // A VM without a performance counter: perf says `<not supported>`.
+            .unwrap_or_else(|| "(no counter)".into());
         println!(
-            "| {resources} | {:.2} s | {cpu:.2} s | {floor:.2} s | {:.1}x | {per_resource} | {:.0} MiB |",
+            "| {resources} | {:.2} s | {cpu:.2} s | {floor:.2} s | {:.1}x | {:.1} µs | {per_resource} | {:.0} MiB |",
             med(&|r| r.secs),
             cpu / floor,
+            cpu * 1e6 / (2 * resources) as f64,
             med(&|r| r.rss_mb),
         );
     }
