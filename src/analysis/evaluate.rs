@@ -5,13 +5,15 @@ use crate::evidence::Evidence;
 use crate::finding::{Finding, Severity, Status};
 use crate::manifest::{self, input_finding, Resource};
 use crate::model::Model;
-use crate::policy::input::{build_input, policy_value, BodyValues};
+use crate::policy::input::{build_input, policy_value};
 use crate::policy::{Policies, PolicyLimits, RawFinding};
 use crate::report::RevisionSummary;
 use anyhow::Result;
 use std::collections::HashMap;
 
 pub(super) struct Evaluated {
+    /// The bodies are released (null) once their policy values are built: read
+    /// nothing from them after judging.
     pub(super) resources: Vec<Resource>,
     pub(super) findings: Vec<Finding>,
     pub(super) model: Model,
@@ -25,7 +27,7 @@ pub(super) fn evaluate_revision(
     (loaded, model): (manifest::Loaded, Model),
     own: Option<&regorus::Value>,
     base: Option<&regorus::Value>,
-    bodies: &BodyValues,
+    bodies: Vec<regorus::Value>,
     label: &str,
     (policies, limits): (&Policies, &PolicyLimits),
     config: &RepoConfig,

@@ -35,13 +35,20 @@ pub(super) struct Judged {
     pub(super) findings: Vec<Finding>,
     pub(super) head: Evaluated,
     pub(super) base: Option<Evaluated>,
+    /// Head objects that are new or differ from base's; None without a base.
+    pub(super) changed: Option<std::collections::BTreeSet<String>>,
     pub(super) evidence: Option<Evidence>,
     pub(super) notes: Vec<String>,
 }
 
 impl Judge<'_> {
     /// Judges one mesh; its policy findings are marked with `cluster`.
-    pub(super) fn judge(&self, head: Side, base: Option<Side>, cluster: Option<&str>) -> Judged {
+    pub(super) fn judge(
+        &self,
+        mut head: Side,
+        base: Option<Side>,
+        cluster: Option<&str>,
+    ) -> Judged {
         let config = self.config;
         let mut notes = Vec::new();
         let base_loaded = base.map(|b| {
@@ -82,31 +89,45 @@ impl Judge<'_> {
                 .unwrap_or_default(),
             diff::random_names(&head.loaded.resources),
         );
-        let evaluate =
-            |loaded: (manifest::Loaded, Model), own: Option<&regorus::Value>, label: &str| {
-                evaluate_revision(
-                    loaded,
-                    own,
-                    base_value.as_ref(),
-                    &bodies,
-                    label,
-                    (self.policies, self.limits),
-                    config,
-                    evidence.as_ref(),
-                )
-            };
+        let changed = base_loaded
+            .as_ref()
+            .map(|(l, _, _)| super::changed_resources(&l.resources, &head.loaded.resources));
+        // From here on the policy values stand for the bodies: the parsed JSON, the
+        // largest part of a revision held twice, is let go before the evaluation.
+        let head_bodies = bodies.of_each(&head.loaded.resources);
+        let mut base_loaded = base_loaded.map(|(mut l, m, label)| {
+            let values = bodies.of_each(&l.resources);
+            release_bodies(&mut l.resources);
+            (l, m, label, values)
+        });
+        release_bodies(&mut head.loaded.resources);
+        drop(bodies);
+        let evaluate = |loaded: (manifest::Loaded, Model),
+                        bodies: Vec<regorus::Value>,
+                        own: Option<&regorus::Value>,
+                        label: &str| {
+            evaluate_revision(
+                loaded,
+                own,
+                base_value.as_ref(),
+                bodies,
+                label,
+                (self.policies, self.limits),
+                config,
+                evidence.as_ref(),
+            )
+        };
         let head_label = head.label;
         let (head_eval, base_eval) = rayon::join(
-            || evaluate((head.loaded, head_model), None, &head_label),
+            || evaluate((head.loaded, head_model), head_bodies, None, &head_label),
             || {
                 // Base is judged against itself: nothing in it is "introduced".
-                base_loaded.map(|(loaded, model, label)| {
-                    evaluate((loaded, model), base_value.as_ref(), &label)
+                base_loaded.take().map(|(loaded, model, label, bodies)| {
+                    evaluate((loaded, model), bodies, base_value.as_ref(), &label)
                 })
             },
         );
         drop(base_value);
-        drop(bodies);
         let mut findings = match &base_eval {
             Some(b) => diff((&b.findings, &random.0), (&head_eval.findings, &random.1)),
             None => head_eval.findings.clone(),
@@ -122,8 +143,17 @@ impl Judge<'_> {
             findings,
             head: head_eval,
             base: base_eval,
+            changed,
             evidence,
             notes,
         }
+    }
+}
+
+/// Replaces every body with one shared null.
+fn release_bodies(resources: &mut [manifest::Resource]) {
+    let released = std::sync::Arc::new(serde_json::Value::Null);
+    for r in resources {
+        r.body = released.clone();
     }
 }

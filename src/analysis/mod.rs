@@ -472,10 +472,7 @@ pub fn analyze(
             .as_ref()
             .map(|b| crate::changes::of(&b.model, &j.head.model, &config.mesh));
         let models = crate::report::Models {
-            changed: match &j.base {
-                Some(b) => changed_resources(&b.resources, &j.head.resources),
-                None => Default::default(),
-            },
+            changed: j.changed.unwrap_or_default(),
             head_resources: j.head.resources.iter().map(|r| r.id.clone()).collect(),
             head: j.head.model,
             base: j.base.map(|b| b.model),

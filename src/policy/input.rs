@@ -9,13 +9,10 @@ use std::sync::Arc;
 
 /// The Rego input: resources (shared between `resources` and `by_kind`), models,
 /// evidence and mesh config. See docs/policy-input.md.
-/// A model as a policy value, through JSON text: a serde_json tree of the model would
-/// double the memory the conversion needs.
+/// A model as a policy value, built directly (neither a serde_json tree nor JSON
+/// text of it), its repeated strings shared.
 pub(crate) fn policy_value(model: &Model) -> regorus::Value {
-    serde_json::to_string(model)
-        .ok()
-        .and_then(|text| regorus::Value::from_json_str(&text).ok())
-        .unwrap_or(regorus::Value::Null)
+    super::value::to_value(model).unwrap_or(regorus::Value::Null)
 }
 
 /// The policy values of resource bodies, built once for each body base and head share
@@ -52,19 +49,24 @@ impl BodyValues {
             None => body_value(body, &mut Keys::default()),
         }
     }
+
+    /// The policy values of `resources`' bodies, in their order.
+    pub(crate) fn of_each(&self, resources: &[Resource]) -> Vec<regorus::Value> {
+        resources.iter().map(|r| self.get(&r.body)).collect()
+    }
 }
 
 /// Strings already made into policy values: object keys (`metadata`, `name`,
 /// `spec`…) and short values (kinds, namespaces, label values) repeat across
 /// thousands of objects and share one allocation.
 #[derive(Default)]
-struct Keys(std::collections::HashMap<String, regorus::Value>);
+pub(crate) struct Keys(std::collections::HashMap<String, regorus::Value>);
 
 impl Keys {
     /// Longer strings (certificates, scripts, annotations) are seldom repeated.
     const SHARED_UP_TO: usize = 64;
 
-    fn value(&mut self, s: &str) -> regorus::Value {
+    pub(crate) fn value(&mut self, s: &str) -> regorus::Value {
         if s.len() > Self::SHARED_UP_TO {
             return regorus::Value::from(s);
         }
@@ -110,7 +112,7 @@ fn body_value(body: &serde_json::Value, keys: &mut Keys) -> regorus::Value {
 
 /// One resource as a policy value, built straight from its parsed body: going through
 /// a `json!` object first would copy every body once more.
-fn resource_value(r: &Resource, bodies: &BodyValues, strings: &mut Keys) -> regorus::Value {
+fn resource_value(r: &Resource, body: regorus::Value, strings: &mut Keys) -> regorus::Value {
     use regorus::Value;
     let mut fields = std::collections::BTreeMap::new();
     let mut text = |k: &str, v: &str| (strings.value(k), strings.value(v));
@@ -130,14 +132,15 @@ fn resource_value(r: &Resource, bodies: &BodyValues, strings: &mut Keys) -> rego
             .map(|n| strings.value(n))
             .unwrap_or(Value::Null),
     );
-    fields.insert(strings.value("body"), bodies.get(&r.body));
+    fields.insert(strings.value("body"), body);
     fields.insert(strings.value("line"), Value::from(u64::from(r.line)));
     Value::from(fields)
 }
 
+/// `bodies` are the policy values of `resources`' bodies, in their order.
 pub(crate) fn build_input(
     resources: &[Resource],
-    bodies: &BodyValues,
+    bodies: Vec<regorus::Value>,
     model: regorus::Value,
     base: Option<&regorus::Value>,
     evidence: Option<&Evidence>,
@@ -147,8 +150,8 @@ pub(crate) fn build_input(
     let mut all = Vec::with_capacity(resources.len());
     let mut by_kind: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
     let mut strings = Keys::default();
-    for r in resources {
-        let v = resource_value(r, bodies, &mut strings);
+    for (r, body) in resources.iter().zip(bodies) {
+        let v = resource_value(r, body, &mut strings);
         by_kind.entry(r.kind.clone()).or_default().push(v.clone());
         all.push(v);
     }
@@ -185,6 +188,34 @@ mod tests {
     use crate::manifest::{load, Limits, SourceFile};
 
     #[test]
+    fn a_model_value_is_the_model_as_json_text_reads_back() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ambient/mixed");
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("fixture") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|x| x == "yaml") {
+                files.push(SourceFile {
+                    path: path
+                        .file_name()
+                        .expect("name")
+                        .to_string_lossy()
+                        .into_owned(),
+                    bytes: std::fs::read(&path).expect("read"),
+                });
+            }
+        }
+        let loaded = load(&files, &Limits::default());
+        assert!(loaded.resources.len() > 10, "{}", loaded.resources.len());
+        let model = crate::model::build(&loaded.resources, &Default::default(), None);
+        let text = serde_json::to_string(&model).expect("json");
+        assert_eq!(
+            policy_value(&model),
+            regorus::Value::from_json_str(&text).expect("value")
+        );
+    }
+
+    #[test]
     fn a_resource_value_is_its_json_as_policies_read_it() {
         let text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\n  labels: {app: web, tier: \"2\"}\nspec:\n  ports:\n    - {name: http, port: 80, targetPort: 8080}\n  weight: 0.5\n  offset: -3\n  big: 18446744073709551615\n  external: null\n  flags: [true, false]\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
         let loaded = load(
@@ -202,7 +233,7 @@ mod tests {
                 "file": r.file, "line": r.line,
             }));
             assert_eq!(
-                resource_value(r, &BodyValues::default(), &mut Keys::default()),
+                resource_value(r, BodyValues::default().get(&r.body), &mut Keys::default()),
                 through_json,
                 "{}",
                 r.id
@@ -210,7 +241,7 @@ mod tests {
             let shared = BodyValues::of(loaded.resources.iter());
             let mut strings = Keys::default();
             assert_eq!(
-                resource_value(r, &shared, &mut strings),
+                resource_value(r, shared.get(&r.body), &mut strings),
                 through_json,
                 "{}",
                 r.id

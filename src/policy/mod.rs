@@ -3,6 +3,7 @@
 pub(crate) mod input;
 mod isolated;
 mod test_runner;
+mod value;
 
 pub use isolated::serve_worker;
 

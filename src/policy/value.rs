@@ -1,0 +1,383 @@
+//! Rust values (the mesh model) as policy values, built directly: going through JSON
+//! text costs the text, and a second string for every key and value of it. The
+//! result is what `serde_json` would write and regorus read back.
+
+use super::input::Keys;
+use regorus::Value;
+use serde::ser::{self, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug)]
+pub(crate) struct Unsupported(String);
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
+impl ser::Error for Unsupported {
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        Unsupported(msg.to_string())
+    }
+}
+
+/// `value` as a policy value; None where `serde_json` could not write it either
+/// (a map key that is not a string or a number).
+pub(crate) fn to_value<T: Serialize + ?Sized>(value: &T) -> Option<Value> {
+    let mut strings = Keys::default();
+    value.serialize(Builder(&mut strings)).ok()
+}
+
+struct Builder<'a>(&'a mut Keys);
+
+type Result<T> = std::result::Result<T, Unsupported>;
+
+impl<'a> ser::Serializer for Builder<'a> {
+    type Ok = Value;
+    type Error = Unsupported;
+    type SerializeSeq = Seq<'a>;
+    type SerializeTuple = Seq<'a>;
+    type SerializeTupleStruct = Seq<'a>;
+    type SerializeTupleVariant = Variant<Seq<'a>>;
+    type SerializeMap = Map<'a>;
+    type SerializeStruct = Map<'a>;
+    type SerializeStructVariant = Variant<Map<'a>>;
+
+    fn serialize_bool(self, v: bool) -> Result<Value> {
+        Ok(Value::Bool(v))
+    }
+    fn serialize_i8(self, v: i8) -> Result<Value> {
+        self.serialize_i64(i64::from(v))
+    }
+    fn serialize_i16(self, v: i16) -> Result<Value> {
+        self.serialize_i64(i64::from(v))
+    }
+    fn serialize_i32(self, v: i32) -> Result<Value> {
+        self.serialize_i64(i64::from(v))
+    }
+    fn serialize_i64(self, v: i64) -> Result<Value> {
+        // JSON text of a non-negative integer reads back as unsigned.
+        Ok(match u64::try_from(v) {
+            Ok(u) => Value::from(u),
+            Err(_) => Value::from(v),
+        })
+    }
+    fn serialize_u8(self, v: u8) -> Result<Value> {
+        self.serialize_u64(u64::from(v))
+    }
+    fn serialize_u16(self, v: u16) -> Result<Value> {
+        self.serialize_u64(u64::from(v))
+    }
+    fn serialize_u32(self, v: u32) -> Result<Value> {
+        self.serialize_u64(u64::from(v))
+    }
+    fn serialize_u64(self, v: u64) -> Result<Value> {
+        Ok(Value::from(v))
+    }
+    fn serialize_f32(self, v: f32) -> Result<Value> {
+        self.serialize_f64(f64::from(v))
+    }
+    fn serialize_f64(self, v: f64) -> Result<Value> {
+        // serde_json writes what JSON cannot hold as null.
+        Ok(if v.is_finite() {
+            Value::from(v)
+        } else {
+            Value::Null
+        })
+    }
+    fn serialize_char(self, v: char) -> Result<Value> {
+        Ok(self.0.value(v.encode_utf8(&mut [0; 4])))
+    }
+    fn serialize_str(self, v: &str) -> Result<Value> {
+        Ok(self.0.value(v))
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<Value> {
+        Ok(Value::from(
+            v.iter()
+                .map(|b| Value::from(u64::from(*b)))
+                .collect::<Vec<_>>(),
+        ))
+    }
+    fn serialize_none(self) -> Result<Value> {
+        Ok(Value::Null)
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<Value> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<Value> {
+        Ok(Value::Null)
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<Value> {
+        Ok(Value::Null)
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<Value> {
+        Ok(self.0.value(variant))
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        value: &T,
+    ) -> Result<Value> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<Value> {
+        let key = self.0.value(variant);
+        let inner = value.serialize(Builder(&mut *self.0))?;
+        Ok(Value::from(BTreeMap::from([(key, inner)])))
+    }
+    fn serialize_seq(self, len: Option<usize>) -> Result<Seq<'a>> {
+        Ok(Seq {
+            strings: self.0,
+            items: Vec::with_capacity(len.unwrap_or(0)),
+        })
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Seq<'a>> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Seq<'a>> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Variant<Seq<'a>>> {
+        let key = self.0.value(variant);
+        Ok(Variant {
+            key,
+            inner: self.serialize_seq(Some(len))?,
+        })
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Map<'a>> {
+        Ok(Map {
+            strings: self.0,
+            fields: BTreeMap::new(),
+            key: None,
+        })
+    }
+    fn serialize_struct(self, _: &'static str, len: usize) -> Result<Map<'a>> {
+        self.serialize_map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Variant<Map<'a>>> {
+        let key = self.0.value(variant);
+        Ok(Variant {
+            key,
+            inner: self.serialize_map(Some(len))?,
+        })
+    }
+}
+
+pub(crate) struct Seq<'a> {
+    strings: &'a mut Keys,
+    items: Vec<Value>,
+}
+
+impl Seq<'_> {
+    fn push<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        let v = value.serialize(Builder(&mut *self.strings))?;
+        self.items.push(v);
+        Ok(())
+    }
+}
+
+impl ser::SerializeSeq for Seq<'_> {
+    type Ok = Value;
+    type Error = Unsupported;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        self.push(value)
+    }
+    fn end(self) -> Result<Value> {
+        Ok(Value::from(self.items))
+    }
+}
+
+impl ser::SerializeTuple for Seq<'_> {
+    type Ok = Value;
+    type Error = Unsupported;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        self.push(value)
+    }
+    fn end(self) -> Result<Value> {
+        Ok(Value::from(self.items))
+    }
+}
+
+impl ser::SerializeTupleStruct for Seq<'_> {
+    type Ok = Value;
+    type Error = Unsupported;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        self.push(value)
+    }
+    fn end(self) -> Result<Value> {
+        Ok(Value::from(self.items))
+    }
+}
+
+pub(crate) struct Map<'a> {
+    strings: &'a mut Keys,
+    fields: BTreeMap<Value, Value>,
+    key: Option<Value>,
+}
+
+impl Map<'_> {
+    fn insert<T: Serialize + ?Sized>(&mut self, key: Value, value: &T) -> Result<()> {
+        let v = value.serialize(Builder(&mut *self.strings))?;
+        self.fields.insert(key, v);
+        Ok(())
+    }
+}
+
+impl ser::SerializeMap for Map<'_> {
+    type Ok = Value;
+    type Error = Unsupported;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<()> {
+        // JSON object keys are strings: numbers become their text, as serde_json does.
+        let key = match serde_json::to_value(key).map_err(ser::Error::custom)? {
+            serde_json::Value::String(s) => self.strings.value(&s),
+            serde_json::Value::Number(n) => self.strings.value(&n.to_string()),
+            serde_json::Value::Bool(b) => self.strings.value(if b { "true" } else { "false" }),
+            _ => return Err(Unsupported("a map key that is not a string".into())),
+        };
+        self.key = Some(key);
+        Ok(())
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        let key = self
+            .key
+            .take()
+            .ok_or_else(|| Unsupported("a map value without its key".into()))?;
+        self.insert(key, value)
+    }
+    fn end(self) -> Result<Value> {
+        Ok(Value::from(self.fields))
+    }
+}
+
+impl ser::SerializeStruct for Map<'_> {
+    type Ok = Value;
+    type Error = Unsupported;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<()> {
+        let key = self.strings.value(key);
+        self.insert(key, value)
+    }
+    fn end(self) -> Result<Value> {
+        Ok(Value::from(self.fields))
+    }
+}
+
+/// An enum variant with fields: `{variant: fields}`, as serde_json writes it.
+pub(crate) struct Variant<T> {
+    key: Value,
+    inner: T,
+}
+
+impl ser::SerializeTupleVariant for Variant<Seq<'_>> {
+    type Ok = Value;
+    type Error = Unsupported;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        self.inner.push(value)
+    }
+    fn end(self) -> Result<Value> {
+        let inner = Value::from(self.inner.items);
+        Ok(Value::from(BTreeMap::from([(self.key, inner)])))
+    }
+}
+
+impl ser::SerializeStructVariant for Variant<Map<'_>> {
+    type Ok = Value;
+    type Error = Unsupported;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<()> {
+        let key = self.inner.strings.value(key);
+        self.inner.insert(key, value)
+    }
+    fn end(self) -> Result<Value> {
+        let inner = Value::from(self.inner.fields);
+        Ok(Value::from(BTreeMap::from([(self.key, inner)])))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Serialize;
+
+    #[derive(Serialize)]
+    enum Shape {
+        Point,
+        Circle(f64),
+        Pair(u8, i32),
+        Box { w: u32, h: Option<u32> },
+    }
+
+    #[derive(Serialize)]
+    struct Sample {
+        name: String,
+        count: i64,
+        negative: i64,
+        ratio: f64,
+        missing: Option<String>,
+        tags: Vec<&'static str>,
+        by_port: BTreeMap<u16, String>,
+        by_name: BTreeMap<String, bool>,
+        shapes: Vec<Shape>,
+        #[serde(skip)]
+        _hidden: u8,
+        #[serde(rename = "renamedField")]
+        renamed: char,
+    }
+
+    #[test]
+    fn a_model_value_is_what_its_json_text_reads_back_as() {
+        let sample = Sample {
+            name: "web".into(),
+            count: 3,
+            negative: -2,
+            ratio: 0.25,
+            missing: None,
+            tags: vec!["a", "b", "a"],
+            by_port: BTreeMap::from([(80, "http".into()), (443, "https".into())]),
+            by_name: BTreeMap::from([("x".into(), true)]),
+            shapes: vec![
+                Shape::Point,
+                Shape::Circle(1.5),
+                Shape::Pair(1, -1),
+                Shape::Box { w: 2, h: None },
+            ],
+            _hidden: 7,
+            renamed: 'z',
+        };
+        let text = serde_json::to_string(&sample).expect("json");
+        let through_text = Value::from_json_str(&text).expect("value");
+        assert_eq!(to_value(&sample), Some(through_text));
+    }
+}
