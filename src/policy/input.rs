@@ -50,6 +50,11 @@ impl BodyValues {
         }
     }
 
+    /// The bodies it holds, for the caller to free.
+    pub(crate) fn into_bodies(self) -> impl Iterator<Item = Arc<serde_json::Value>> {
+        self.values.into_values().map(|(body, _)| body)
+    }
+
     /// The policy values of `resources`' bodies, in their order.
     pub(crate) fn of_each(&self, resources: &[Resource]) -> Vec<regorus::Value> {
         resources.iter().map(|r| self.get(&r.body)).collect()
