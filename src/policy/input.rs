@@ -1,6 +1,7 @@
 //! The Rego input of one revision: resources (listed and by kind), the mesh model,
 //! base's model for change rules, evidence and mesh config. See docs/policy-input.md.
 
+use super::value::{to_value_sharing, Strings};
 use crate::config::RepoConfig;
 use crate::evidence::Evidence;
 use crate::manifest::Resource;
@@ -36,8 +37,8 @@ impl BodyValues {
         let unique: Vec<(usize, &Arc<serde_json::Value>)> = unique.into_iter().collect();
         let values = unique
             .into_par_iter()
-            .map_init(Keys::default, |keys, (at, body)| {
-                (at, (body.clone(), body_value(body, keys)))
+            .map_init(Strings::default, |strings, (at, body)| {
+                (at, (body.clone(), body_value(body, strings)))
             })
             .collect();
         BodyValues { values }
@@ -46,7 +47,7 @@ impl BodyValues {
     fn get(&self, body: &Arc<serde_json::Value>) -> regorus::Value {
         match self.values.get(&(Arc::as_ptr(body) as usize)) {
             Some((_, v)) => v.clone(),
-            None => body_value(body, &mut Keys::default()),
+            None => body_value(body, &mut Strings::default()),
         }
     }
 
@@ -61,63 +62,14 @@ impl BodyValues {
     }
 }
 
-/// Strings already made into policy values: object keys (`metadata`, `name`,
-/// `spec`…) and short values (kinds, namespaces, label values) repeat across
-/// thousands of objects and share one allocation.
-#[derive(Default)]
-pub(crate) struct Keys(std::collections::HashMap<String, regorus::Value>);
-
-impl Keys {
-    /// Longer strings (certificates, scripts, annotations) are seldom repeated.
-    const SHARED_UP_TO: usize = 64;
-
-    pub(crate) fn value(&mut self, s: &str) -> regorus::Value {
-        if s.len() > Self::SHARED_UP_TO {
-            return regorus::Value::from(s);
-        }
-        if let Some(v) = self.0.get(s) {
-            return v.clone();
-        }
-        let v = regorus::Value::from(s);
-        self.0.insert(s.to_string(), v.clone());
-        v
-    }
-}
-
-fn body_value(body: &serde_json::Value, keys: &mut Keys) -> regorus::Value {
-    use regorus::Value;
-    use serde_json::Value as Json;
-    match body {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
-            (Some(u), _, _) => Value::from(u),
-            (None, Some(i), _) => Value::from(i),
-            (None, None, Some(f)) => Value::from(f),
-            (None, None, None) => Value::Null,
-        },
-        Json::String(s) => keys.value(s),
-        Json::Array(items) => Value::from(
-            items
-                .iter()
-                .map(|v| body_value(v, keys))
-                .collect::<Vec<_>>(),
-        ),
-        // Built as a map and then made a value, as regorus's own deserializer does:
-        // the value is then stored compactly.
-        Json::Object(map) => {
-            let mut fields = std::collections::BTreeMap::new();
-            for (k, v) in map {
-                fields.insert(keys.value(k), body_value(v, keys));
-            }
-            Value::from(fields)
-        }
-    }
+/// A body as a policy value, its strings shared with the bodies before it.
+fn body_value(body: &serde_json::Value, strings: &mut Strings) -> regorus::Value {
+    to_value_sharing(body, strings).unwrap_or(regorus::Value::Null)
 }
 
 /// One resource as a policy value, built straight from its parsed body: going through
 /// a `json!` object first would copy every body once more.
-fn resource_value(r: &Resource, body: regorus::Value, strings: &mut Keys) -> regorus::Value {
+fn resource_value(r: &Resource, body: regorus::Value, strings: &mut Strings) -> regorus::Value {
     use regorus::Value;
     let mut fields = std::collections::BTreeMap::new();
     let mut text = |k: &str, v: &str| (strings.value(k), strings.value(v));
@@ -154,7 +106,7 @@ pub(crate) fn build_input(
     use regorus::Value;
     let mut all = Vec::with_capacity(resources.len());
     let mut by_kind: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
-    let mut strings = Keys::default();
+    let mut strings = Strings::default();
     for (r, body) in resources.iter().zip(bodies) {
         let v = resource_value(r, body, &mut strings);
         by_kind.entry(r.kind.clone()).or_default().push(v.clone());
@@ -238,13 +190,17 @@ mod tests {
                 "file": r.file, "line": r.line,
             }));
             assert_eq!(
-                resource_value(r, BodyValues::default().get(&r.body), &mut Keys::default()),
+                resource_value(
+                    r,
+                    BodyValues::default().get(&r.body),
+                    &mut Strings::default()
+                ),
                 through_json,
                 "{}",
                 r.id
             );
             let shared = BodyValues::of(loaded.resources.iter());
-            let mut strings = Keys::default();
+            let mut strings = Strings::default();
             assert_eq!(
                 resource_value(r, shared.get(&r.body), &mut strings),
                 through_json,

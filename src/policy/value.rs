@@ -2,7 +2,6 @@
 //! text costs the text, and a second string for every key and value of it. The
 //! result is what `serde_json` would write and regorus read back.
 
-use super::input::Keys;
 use regorus::Value;
 use serde::ser::{self, Serialize};
 use std::collections::BTreeMap;
@@ -24,14 +23,44 @@ impl ser::Error for Unsupported {
     }
 }
 
+/// Strings already made into policy values: object keys (`metadata`, `name`,
+/// `spec`…) and short values (kinds, namespaces, label values) repeat across
+/// thousands of objects and share one allocation.
+#[derive(Default)]
+pub(crate) struct Strings(std::collections::HashMap<String, Value>);
+
+impl Strings {
+    /// Longer strings (certificates, scripts, annotations) are seldom repeated.
+    const SHARED_UP_TO: usize = 64;
+
+    pub(crate) fn value(&mut self, s: &str) -> Value {
+        if s.len() > Self::SHARED_UP_TO {
+            return Value::from(s);
+        }
+        if let Some(v) = self.0.get(s) {
+            return v.clone();
+        }
+        let v = Value::from(s);
+        self.0.insert(s.to_string(), v.clone());
+        v
+    }
+}
+
 /// `value` as a policy value; None where `serde_json` could not write it either
 /// (a map key that is not a string or a number).
 pub(crate) fn to_value<T: Serialize + ?Sized>(value: &T) -> Option<Value> {
-    let mut strings = Keys::default();
-    value.serialize(Builder(&mut strings)).ok()
+    to_value_sharing(value, &mut Strings::default())
 }
 
-struct Builder<'a>(&'a mut Keys);
+/// As [`to_value`], sharing strings with the values built before it.
+pub(crate) fn to_value_sharing<T: Serialize + ?Sized>(
+    value: &T,
+    strings: &mut Strings,
+) -> Option<Value> {
+    value.serialize(Builder(strings)).ok()
+}
+
+struct Builder<'a>(&'a mut Strings);
 
 type Result<T> = std::result::Result<T, Unsupported>;
 
@@ -190,7 +219,7 @@ impl<'a> ser::Serializer for Builder<'a> {
 }
 
 pub(crate) struct Seq<'a> {
-    strings: &'a mut Keys,
+    strings: &'a mut Strings,
     items: Vec<Value>,
 }
 
@@ -236,7 +265,7 @@ impl ser::SerializeTupleStruct for Seq<'_> {
 }
 
 pub(crate) struct Map<'a> {
-    strings: &'a mut Keys,
+    strings: &'a mut Strings,
     fields: BTreeMap<Value, Value>,
     key: Option<Value>,
 }
@@ -254,11 +283,14 @@ impl ser::SerializeMap for Map<'_> {
     type Error = Unsupported;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<()> {
         // JSON object keys are strings: numbers become their text, as serde_json does.
-        let key = match serde_json::to_value(key).map_err(ser::Error::custom)? {
-            serde_json::Value::String(s) => self.strings.value(&s),
-            serde_json::Value::Number(n) => self.strings.value(&n.to_string()),
-            serde_json::Value::Bool(b) => self.strings.value(if b { "true" } else { "false" }),
-            _ => return Err(Unsupported("a map key that is not a string".into())),
+        let key = match key.serialize(Builder(&mut *self.strings))? {
+            k @ Value::String(_) => k,
+            _ => match serde_json::to_value(key).map_err(ser::Error::custom)? {
+                serde_json::Value::String(s) => self.strings.value(&s),
+                serde_json::Value::Number(n) => self.strings.value(&n.to_string()),
+                serde_json::Value::Bool(b) => self.strings.value(if b { "true" } else { "false" }),
+                _ => return Err(Unsupported("a map key that is not a string".into())),
+            },
         };
         self.key = Some(key);
         Ok(())

@@ -60,23 +60,32 @@ impl RenderedRoots {
     }
 }
 
-/// What a root's render depends on: the planned root (entry, values, namespace,
-/// cluster) and the paths and bytes of every file of the tree it reads, the folders
-/// of its charts' `file://` dependencies included.
-fn input_key(tree: &Tree, root: &PlannedRoot) -> [u8; 32] {
-    use sha2::Digest;
+/// The folders of a chart's `file://` dependencies, which its render reads besides
+/// its own folder.
+fn dependency_folders(tree: &Tree, root: &PlannedRoot) -> Vec<String> {
+    if root.root.kind != super::roots::RootKind::Helm {
+        return Vec::new();
+    }
     let read = |p: &str| {
         tree.get(p)
             .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
     };
     let is_dir = |p: &str| tree.dirs.contains(p);
-    let dependencies: Vec<String> = match root.root.kind {
-        super::roots::RootKind::Helm => super::helm::local_dependencies(&root.root, &read, &is_dir)
-            .into_iter()
-            .map(|(_, folder)| format!("{folder}/"))
-            .collect(),
-        super::roots::RootKind::Kustomize => Vec::new(),
-    };
+    super::helm::local_dependencies(&root.root, &read, &is_dir)
+        .into_iter()
+        .map(|(_, folder)| folder)
+        .collect()
+}
+
+/// What a root's render depends on: the planned root (entry, values, namespace,
+/// cluster) and the paths and bytes of every file of the tree it reads, the folders
+/// of its charts' `file://` dependencies included.
+fn input_key(tree: &Tree, root: &PlannedRoot) -> [u8; 32] {
+    use sha2::Digest;
+    let dependencies: Vec<String> = dependency_folders(tree, root)
+        .into_iter()
+        .map(|folder| format!("{folder}/"))
+        .collect();
     let mut files: Vec<&SourceFile> = tree
         .files
         .iter()
@@ -609,21 +618,10 @@ fn render_roots(
 /// patches anywhere in the repository), each root's folders and files, and the
 /// folders of its charts' `file://` dependencies.
 fn render_inputs<'a>(tree: &'a Tree, roots: &'a [&PlannedRoot]) -> impl Fn(&str) -> bool + 'a {
-    let read = |p: &str| {
-        tree.get(p)
-            .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
-    };
-    let is_dir = |p: &str| tree.dirs.contains(p);
     let mut folders: BTreeSet<String> = BTreeSet::new();
     for r in roots {
         folders.extend(r.dirs.iter().cloned());
-        if r.root.kind == super::roots::RootKind::Helm {
-            folders.extend(
-                super::helm::local_dependencies(&r.root, &read, &is_dir)
-                    .into_iter()
-                    .map(|(_, folder)| folder),
-            );
-        }
+        folders.extend(dependency_folders(tree, r));
     }
     move |path: &str| {
         let lower = path.to_ascii_lowercase();

@@ -16,7 +16,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
-use support::{git, median, write};
+use support::{git, median, work_dir, write};
 
 /// One namespace's worth of config: ~100 resources.
 fn namespace(root: &Path, n: usize, changed: bool) -> usize {
@@ -244,11 +244,7 @@ fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let bin = Path::new(env!("CARGO_BIN_EXE_meshward"));
     let dir = tempfile::tempdir().expect("tmp");
-    // MESHWARD_BENCH_DIR keeps the generated tree for profiling.
-    let root = std::env::var_os("MESHWARD_BENCH_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| dir.path().to_path_buf());
-    std::fs::create_dir_all(&root).expect("bench dir");
+    let root = work_dir(&dir);
     // MESHWARD_BENCH_NAMESPACES scales the tree (about 100 resources each; 1000 for
     // the 100k row of the scaling table), MESHWARD_BENCH_RUNS the number of runs.
     let env = |name: &str| {

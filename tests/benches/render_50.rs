@@ -7,7 +7,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
-use support::{git, median, write};
+use support::{git, median, work_dir, write};
 
 fn overlay(root: &Path, i: usize, replicas: usize) {
     write(
@@ -75,11 +75,7 @@ fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let bin = Path::new(env!("CARGO_BIN_EXE_meshward"));
     let dir = tempfile::tempdir().expect("tmp");
-    // MESHWARD_BENCH_DIR keeps the generated repository for profiling.
-    let root = std::env::var_os("MESHWARD_BENCH_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| dir.path().to_path_buf());
-    std::fs::create_dir_all(&root).expect("bench dir");
+    let root = work_dir(&dir);
     let (overlays, runs) = if bench { (50, 5) } else { (3, 1) };
     generate(&root, overlays);
     let touched: Vec<f64> = (0..runs).map(|_| run(bin, &root, false)).collect();
