@@ -10,6 +10,7 @@ mod namespaces;
 mod scale;
 mod selectors;
 mod services;
+pub mod traffic;
 mod vm;
 mod workloads;
 
@@ -61,6 +62,8 @@ pub struct Model {
     /// targetRefs of AuthorizationPolicy, RequestAuthentication, Telemetry and
     /// WasmPlugin, and whether a waypoint serves what each names.
     pub target_refs: Vec<TargetRef>,
+    /// Routes, DestinationRules, gateways and the Services behind them.
+    pub traffic: traffic::Traffic,
 }
 
 /// A Service or ServiceEntry a waypoint serves.
@@ -512,6 +515,7 @@ pub fn build_with(
             .collect();
     }
     model.identities = authz::identities(resources, &model.service_accounts, mesh);
+    model.traffic = traffic::build(resources, &model, mesh);
     model
 }
 
