@@ -38,7 +38,7 @@ findings contains f if {
 	count(g.pods) == 0
 	traffic.gateway_pods_known == false
 	f := finding("gateway/selector-matches-nothing", "info", "IST0101", g.resource, g.selector_path, sprintf(
-		"%s selects gateway pods with %s; the repository holds no gateway deployment (no workload labelled istio), so meshward could not check that a gateway has those labels.",
+		"%s selects gateway pods with %s; no workload meshward rendered is a gateway (labelled istio): a gateway installed from a chart meshward does not render, or outside the repository, cannot be checked, so meshward could not check that one has those labels.",
 		[lib.display(g.resource), lib.labels_text(g.selector)],
 	))
 }
@@ -67,7 +67,7 @@ ports_text(ports) := "no TCP port" if count(ports) == 0 else := sprintf("%s only
 findings contains f if {
 	some c in object.get(traffic, "gateway_conflicts", [])
 	f := finding("gateway/conflicting", "error", "IST0145", c.resource, c.path, sprintf(
-		"%s and %s both serve host %s on port %d for the same gateway pods: istiod keeps one server for the host and drops the other (for TLS, the later one is rejected: its certificate is never served). Merge the servers into one Gateway, or use different hosts or selectors.",
+		"%s and %s both terminate TLS for host %s on port %d on the same gateway pods: istiod keeps the first server for the host and rejects the other, whose certificate and routes are never served. Merge the servers into one Gateway, or use different hosts or selectors.",
 		[lib.display(c.resource), lib.enumerate_ids(c.others, 3), c.host, c.port],
 	))
 }

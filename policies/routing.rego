@@ -32,7 +32,7 @@ verb(d) := "mirrors traffic to" if d.role == "mirror" else := "routes to"
 # What a caller sees when the destination does not exist.
 symptom(d) := "the mirrored copies go nowhere (the original requests are unaffected)" if d.role == "mirror"
 
-else := "istiod sets the route's ResolvedRefs condition to False (BackendNotFound) and that backend's share of requests gets HTTP 500" if d.role == "backend"
+else := "the route's ResolvedRefs condition is False (BackendNotFound) and that backend's share of requests gets HTTP 500" if d.role == "backend"
 
 else := "requests this route matches get HTTP 503 (no cluster for the host; NC in the access log) and TCP connections are closed"
 
@@ -65,6 +65,15 @@ findings contains f if {
 	f := finding("routing/host-not-found", "error", "IST0101", d.resource, d.path, sprintf(
 		"%s %s %s, which is not visible from namespace %s: %s. At runtime %s. Add %s to its exportTo (networking.istio.io/exportTo on a Service), or route to a host exported here.",
 		[lib.display(d.resource), verb(d), host_text(d), d.namespace, d.reason, symptom(d), d.namespace],
+	))
+}
+
+findings contains f if {
+	some d in destinations
+	d.status == "invalid-kind"
+	f := finding("routing/host-not-found", "error", null, d.resource, d.path, sprintf(
+		"%s sends to %s, but %s: the route's ResolvedRefs condition is False (InvalidKind) and that backend's share of requests gets HTTP 500. Send to a Service (or an Istio ServiceEntry).",
+		[lib.display(d.resource), d.host, d.reason],
 	))
 }
 
@@ -235,7 +244,11 @@ no_proxy_text(c) := sprintf("PeerAuthentication mode DISABLE, %s", [server_sourc
 
 plural_s(ids) := "" if count(ids) > 1 else := "s"
 
-tls_fix(c) := "Remove the tls block (auto-mTLS then picks Istio mTLS for sidecars and plaintext for the rest), or set mode: ISTIO_MUTUAL." if c.problem != "mesh-tls-to-plaintext" else := "Remove the tls block so auto-mTLS sends plaintext to workloads without a proxy, or give them a sidecar."
+tls_fix(c) := "Remove the tls block (auto-mTLS then picks Istio mTLS for sidecars and plaintext for the rest), or set mode: ISTIO_MUTUAL." if c.problem != "mesh-tls-to-plaintext"
+
+else := "Remove the tls block so auto-mTLS follows the server's mode, or set their PeerAuthentication to PERMISSIVE or STRICT." if c.server_mode == "DISABLE"
+
+else := "Remove the tls block so auto-mTLS sends plaintext to workloads without a proxy, or give them a sidecar."
 
 findings contains f if {
 	some c in object.get(traffic, "tls_conflicts", [])

@@ -201,3 +201,17 @@ test_no_traffic_model_no_findings if {
 	fs := routing.findings with input as {"model": {}}
 	count(fs) == 0
 }
+
+test_backend_of_invalid_kind_is_an_error if {
+	fs := findings_for({"destinations": [dest({"status": "invalid-kind", "role": "backend", "kind": "HTTPRoute", "reason": "a backendRef of kind Bucket.example.com is not one Istio resolves"})]})
+	rules_of(fs) == [["routing/host-not-found", "error"]]
+	some f in fs
+	contains(f.message, "InvalidKind")
+}
+
+test_tls_fix_toward_disable_does_not_ask_for_a_sidecar if {
+	fs := findings_for({"tls_conflicts": [tls("mesh-tls-to-plaintext", "ISTIO_MUTUAL", "DISABLE")]})
+	some f in fs
+	contains(f.message, "PERMISSIVE or STRICT")
+	not contains(f.message, "give them a sidecar")
+}

@@ -34,6 +34,7 @@ mod service_queue;
 mod service_webhook;
 mod store_contract;
 mod store_migrations;
+mod traffic;
 mod trends_api;
 mod trends_cli;
 mod trust_checked;

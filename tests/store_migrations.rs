@@ -102,7 +102,34 @@ const SEEDS: &[(i64, &str)] = &[
     (4, SEED_V4),
     (5, SEED_V5),
     (6, SEED_V6),
+    (7, SEED_V7),
 ];
+
+/// Version 7 adds route destinations by whether they reach pods: a later baseline of
+/// the fleet with 5 reaching, 2 going nowhere and 1 not checked, 2/1/0 of them in shop.
+const SEED_V7: &str = r#"
+INSERT INTO runs (job_id, kind, repo_id, repo, pr_number, head_sha, base_sha, started_at_ms, finished_at_ms,
+                  outcome, error, blocking, introduced, existing, resolved, errors, warnings, infos, suppressed, report_json)
+VALUES (NULL, 'baseline', 1003, 'acme/fleet', NULL, '7777777777777777777777777777777777777777', NULL, 2450, 2500,
+        'pass', NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL);
+
+INSERT INTO coverage_totals (run_id, revision, cluster, namespaces, namespaces_strict, namespaces_injected, workloads,
+                             workloads_with_proxy, selectors_effective, selectors_ineffective,
+                             workload_entries_selected, workload_entries_total, namespaces_permissive,
+                             namespaces_disable, namespaces_ambient, workloads_ambient, workloads_waypoint,
+                             authz_as_written, authz_reduced_to_l4, authz_not_enforced,
+                             routes_resolving, routes_nowhere, routes_unchecked)
+VALUES ((SELECT id FROM runs WHERE head_sha = '7777777777777777777777777777777777777777'), 'head', '',
+        1, 0, 0, 4, 4, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 2, 1);
+
+INSERT INTO coverage_namespaces (run_id, revision, cluster, namespace, mtls_mode, workloads, workloads_with_proxy,
+                                 selectors_effective, selectors_ineffective, workload_entries_selected,
+                                 workload_entries_total, workloads_ambient, workloads_waypoint, authz_as_written,
+                                 authz_reduced_to_l4, authz_not_enforced, routes_resolving, routes_nowhere,
+                                 routes_unchecked)
+VALUES ((SELECT id FROM runs WHERE head_sha = '7777777777777777777777777777777777777777'), 'head', '',
+        'shop', 'PERMISSIVE', 4, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0);
+"#;
 
 /// Version 6 adds workloads by data plane and AuthorizationPolicies by enforcement: a
 /// later baseline of the fleet with ambient workloads, one policy reduced to L4 and
@@ -219,7 +246,7 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     assert_eq!(repos[0].full_name, "acme/gitops");
     assert!(repos[0].installed && !repos[1].installed);
     let runs = store.runs(&RunFilter::default()).await.unwrap();
-    assert_eq!(runs.len(), 4);
+    assert_eq!(runs.len(), 5);
     assert_eq!(runs[0].outcome, RunOutcome::Fail);
     assert_eq!(runs[0].counts.existing, 1);
     let findings = store.findings(runs[0].id).await.unwrap();
@@ -408,6 +435,38 @@ async fn later_migrations_apply_over_seed_data(store: Store) {
     assert_eq!(
         (m.coverage.workloads_ambient, m.coverage.authz_not_enforced),
         (3, 1)
+    );
+    // Version 7: rows written before it count no routes; the version 7 seed reads back.
+    assert_eq!(
+        (t.routes_resolving, t.routes_nowhere, t.routes_unchecked),
+        (0, 0, 0)
+    );
+    let v7 = store.coverage(runs[4].id).await.unwrap();
+    let t = &v7[0].total;
+    assert_eq!(
+        (t.routes_resolving, t.routes_nowhere, t.routes_unchecked),
+        (5, 2, 1)
+    );
+    let shop = &store.namespace_metrics(runs[4].id).await.unwrap()[0];
+    assert_eq!(
+        (
+            shop.metrics.coverage.routes_resolving,
+            shop.metrics.coverage.routes_nowhere
+        ),
+        (2, 1)
+    );
+    let latest = store
+        .series(&SeriesQuery {
+            start_ms: 2_000,
+            end_ms: 3_000,
+            ..fleet_query(None)
+        })
+        .await
+        .unwrap();
+    let m = latest[0].metrics.as_ref().expect("v7 run metrics");
+    assert_eq!(
+        (m.coverage.routes_resolving, m.coverage.routes_nowhere),
+        (5, 2)
     );
     let overview = store.repo_overview().await.unwrap();
     assert_eq!(

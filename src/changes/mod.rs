@@ -8,6 +8,7 @@ mod bootstrap;
 mod cost;
 mod dataplane;
 mod latency;
+mod routes;
 
 use crate::config::MeshConfig;
 use crate::model::{Model, Selector};
@@ -18,6 +19,7 @@ pub use bootstrap::{RootCert, Token, VmBootstrap};
 pub use cost::{ProxyCost, ProxyCostItem, Uncounted};
 pub use dataplane::{DataplaneChange, EnforcementChange};
 pub use latency::NewHop;
+pub use routes::{RouteChange, RouteShares, Share};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Changes {
@@ -34,6 +36,10 @@ pub struct Changes {
     /// to L4 by ztunnel, not enforced). Absent in reports stored before it existed.
     #[serde(default)]
     pub authz_enforcement: Vec<EnforcementChange>,
+    /// Route rules the change adds or changes, or whose destinations it moves, with
+    /// the share of traffic reaching pods. Absent in reports stored before it existed.
+    #[serde(default)]
+    pub routes: Vec<RouteChange>,
 }
 
 impl Changes {
@@ -46,6 +52,7 @@ impl Changes {
             && self.latency.is_empty()
             && self.dataplanes.is_empty()
             && self.authz_enforcement.is_empty()
+            && self.routes.is_empty()
     }
 }
 
@@ -135,6 +142,7 @@ pub fn of(base: &Model, head: &Model, mesh: &MeshConfig) -> Changes {
         latency: latency::of(base, head, mesh),
         dataplanes: dataplane::dataplanes(base, head),
         authz_enforcement: dataplane::enforcement(base, head),
+        routes: routes::of(base, head),
     }
 }
 

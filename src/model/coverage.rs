@@ -30,6 +30,15 @@ pub struct NamespaceCoverage {
     pub authz_reduced_to_l4: usize,
     #[serde(default)]
     pub authz_not_enforced: usize,
+    /// Route destinations (VirtualService and Gateway API, not mirrors) that reach
+    /// pods, that route nowhere (no such host, port or subset, or a subset without
+    /// pods), and that could not be checked (the host is not the repository's).
+    #[serde(default)]
+    pub routes_resolving: usize,
+    #[serde(default)]
+    pub routes_nowhere: usize,
+    #[serde(default)]
+    pub routes_unchecked: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -56,6 +65,15 @@ pub struct TotalCoverage {
     pub authz_reduced_to_l4: usize,
     #[serde(default)]
     pub authz_not_enforced: usize,
+    /// Route destinations (VirtualService and Gateway API, not mirrors) that reach
+    /// pods, that route nowhere (no such host, port or subset, or a subset without
+    /// pods), and that could not be checked (the host is not the repository's).
+    #[serde(default)]
+    pub routes_resolving: usize,
+    #[serde(default)]
+    pub routes_nowhere: usize,
+    #[serde(default)]
+    pub routes_unchecked: usize,
 }
 
 impl TotalCoverage {
@@ -76,6 +94,9 @@ impl TotalCoverage {
         self.authz_as_written += t.authz_as_written;
         self.authz_reduced_to_l4 += t.authz_reduced_to_l4;
         self.authz_not_enforced += t.authz_not_enforced;
+        self.routes_resolving += t.routes_resolving;
+        self.routes_nowhere += t.routes_nowhere;
+        self.routes_unchecked += t.routes_unchecked;
     }
 
     /// Workloads with neither a sidecar nor ztunnel (including those whose namespace's
@@ -89,6 +110,11 @@ impl TotalCoverage {
     /// AuthorizationPolicies counted by enforcement (those that select something).
     pub fn authz_counted(&self) -> usize {
         self.authz_as_written + self.authz_reduced_to_l4 + self.authz_not_enforced
+    }
+
+    /// Route destinations counted (reaching, nowhere, not checked).
+    pub fn routes(&self) -> usize {
+        self.routes_resolving + self.routes_nowhere + self.routes_unchecked
     }
 
     /// Some AuthorizationPolicy is enforced only in part, or not at all.
@@ -364,6 +390,20 @@ pub fn of(model: &Model) -> Coverage {
             }
         }
     }
+    for d in model
+        .traffic
+        .destinations
+        .iter()
+        .filter(|d| d.role != "mirror")
+    {
+        if let Some(ns) = namespaces.get_mut(&d.namespace) {
+            match route_outcome(d) {
+                RouteOutcome::Resolving => ns.routes_resolving += 1,
+                RouteOutcome::Nowhere => ns.routes_nowhere += 1,
+                RouteOutcome::Unchecked => ns.routes_unchecked += 1,
+            }
+        }
+    }
     let mut total = TotalCoverage {
         namespaces: namespaces.len(),
         namespaces_strict: namespaces
@@ -394,6 +434,32 @@ pub fn of(model: &Model) -> Coverage {
         total.authz_as_written += n.authz_as_written;
         total.authz_reduced_to_l4 += n.authz_reduced_to_l4;
         total.authz_not_enforced += n.authz_not_enforced;
+        total.routes_resolving += n.routes_resolving;
+        total.routes_nowhere += n.routes_nowhere;
+        total.routes_unchecked += n.routes_unchecked;
     }
     Coverage { total, namespaces }
+}
+
+enum RouteOutcome {
+    Resolving,
+    Nowhere,
+    Unchecked,
+}
+
+/// Whether a route destination reaches pods: its host, port and subset exist and
+/// the subset selects a pod (a subset whose pods are unknown counts as reaching:
+/// the host is the repository's and defines it).
+fn route_outcome(d: &super::traffic::Destination) -> RouteOutcome {
+    match d.status.as_str() {
+        "found" => {}
+        "unknown" => return RouteOutcome::Unchecked,
+        _ => return RouteOutcome::Nowhere,
+    }
+    let no_port = d.port.is_some_and(|p| !d.target_ports.contains(&p));
+    if no_port || d.subset_status == "not-found" || d.subset_pods == Some(0) {
+        RouteOutcome::Nowhere
+    } else {
+        RouteOutcome::Resolving
+    }
 }

@@ -335,6 +335,11 @@ fn coverage_table(out: &mut String, report: &Report) {
     picks.push(("WorkloadEntries a ServiceEntry selects", |t| {
         (t.workload_entries_selected, t.workload_entries_total)
     }));
+    if either(|t| t.routes() > 0) {
+        picks.push(("Route destinations that reach pods", |t| {
+            (t.routes_resolving, t.routes())
+        }));
+    }
     if weakened {
         picks.push(("AuthorizationPolicies enforced as written", |t| {
             (t.authz_as_written, t.authz_counted())
@@ -439,6 +444,14 @@ fn clusters_coverage(out: &mut String, clusters: &[super::ClusterCoverage]) {
                 t.workloads_without_dataplane()
             )
         });
+    }
+    if any(|t| t.routes() > 0) {
+        columns.push(("Routes: reach pods · nowhere · not checked", |t| {
+            format!(
+                "{} · {} · {}",
+                t.routes_resolving, t.routes_nowhere, t.routes_unchecked
+            )
+        }));
     }
     if any(TotalCoverage::authz_weakened) {
         columns.push((

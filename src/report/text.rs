@@ -126,8 +126,19 @@ pub fn render(report: &Report, color: bool) -> String {
         } else {
             String::new()
         };
+        let routes = if t.routes() > 0 {
+            format!(
+                ", routes: {}/{} reach pods, {} go nowhere, {} not checked",
+                t.routes_resolving,
+                t.routes(),
+                t.routes_nowhere,
+                t.routes_unchecked
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{workloads}, {}/{} namespaces under STRICT, {}/{} selectors select something, {}/{} WorkloadEntries selected{authz}",
+            "{workloads}, {}/{} namespaces under STRICT, {}/{} selectors select something, {}/{} WorkloadEntries selected{authz}{routes}",
             t.namespaces_strict,
             t.namespaces,
             t.selectors_effective,

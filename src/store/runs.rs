@@ -105,7 +105,8 @@ macro_rules! insert_run {
                          namespaces_injected, workloads, workloads_with_proxy, selectors_effective, \
                          selectors_ineffective, workload_entries_selected, workload_entries_total, \
                          namespaces_permissive, namespaces_disable, namespaces_ambient, workloads_ambient, \
-                         workloads_waypoint, authz_as_written, authz_reduced_to_l4, authz_not_enforced) ",
+                         workloads_waypoint, authz_as_written, authz_reduced_to_l4, authz_not_enforced, \
+                         routes_resolving, routes_nowhere, routes_unchecked) ",
                 );
                 qb.push_values(chunk, |mut b, (revision, cluster, cov)| {
                     let t = &cov.total;
@@ -129,7 +130,10 @@ macro_rules! insert_run {
                         .push_bind(t.workloads_waypoint as i64)
                         .push_bind(t.authz_as_written as i64)
                         .push_bind(t.authz_reduced_to_l4 as i64)
-                        .push_bind(t.authz_not_enforced as i64);
+                        .push_bind(t.authz_not_enforced as i64)
+                        .push_bind(t.routes_resolving as i64)
+                        .push_bind(t.routes_nowhere as i64)
+                        .push_bind(t.routes_unchecked as i64);
                 });
                 qb.build().execute(&mut *$tx).await?;
             }
@@ -148,7 +152,8 @@ macro_rules! insert_run {
                     "INSERT INTO coverage_namespaces (run_id, revision, cluster, namespace, mtls_mode, workloads, \
                          workloads_with_proxy, selectors_effective, selectors_ineffective, \
                          workload_entries_selected, workload_entries_total, workloads_ambient, \
-                         workloads_waypoint, authz_as_written, authz_reduced_to_l4, authz_not_enforced) ",
+                         workloads_waypoint, authz_as_written, authz_reduced_to_l4, authz_not_enforced, \
+                         routes_resolving, routes_nowhere, routes_unchecked) ",
                 );
                 qb.push_values(chunk, |mut b, (revision, cluster, name, n)| {
                     b.push_bind(run_id)
@@ -166,7 +171,10 @@ macro_rules! insert_run {
                         .push_bind(n.workloads_waypoint as i64)
                         .push_bind(n.authz_as_written as i64)
                         .push_bind(n.authz_reduced_to_l4 as i64)
-                        .push_bind(n.authz_not_enforced as i64);
+                        .push_bind(n.authz_not_enforced as i64)
+                        .push_bind(n.routes_resolving as i64)
+                        .push_bind(n.routes_nowhere as i64)
+                        .push_bind(n.routes_unchecked as i64);
                 });
                 qb.build().execute(&mut *$tx).await?;
             }
@@ -459,12 +467,14 @@ impl Store {
             "SELECT cluster, revision, namespaces, namespaces_strict, namespaces_injected, namespaces_ambient, \
                           workloads, workloads_with_proxy, workloads_ambient, workloads_waypoint, \
                           selectors_effective, selectors_ineffective, workload_entries_selected, \
-                          workload_entries_total, authz_as_written, authz_reduced_to_l4, authz_not_enforced \
+                          workload_entries_total, authz_as_written, authz_reduced_to_l4, authz_not_enforced, \
+                          routes_resolving, routes_nowhere, routes_unchecked \
                       FROM coverage_totals WHERE run_id = $1 ORDER BY cluster, revision";
         let per_ns = "SELECT cluster, revision, namespace, mtls_mode, workloads, workloads_with_proxy, \
                           workloads_ambient, workloads_waypoint, selectors_effective, selectors_ineffective, \
                           workload_entries_selected, workload_entries_total, authz_as_written, \
-                          authz_reduced_to_l4, authz_not_enforced \
+                          authz_reduced_to_l4, authz_not_enforced, routes_resolving, routes_nowhere, \
+                          routes_unchecked \
                       FROM coverage_namespaces WHERE run_id = $1 ORDER BY cluster, revision, namespace";
         let (totals, per_ns) = with_pool!(self, p => (
             sqlx::query_as::<_, Revision<TotalCoverageRecord>>(totals).bind(run_id).fetch_all(p).await?,

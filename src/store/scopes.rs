@@ -50,6 +50,9 @@ const NAMESPACE_SUMS: &str = "\
     CAST(SUM(c.authz_as_written) AS BIGINT) AS authz_as_written, \
     CAST(SUM(c.authz_reduced_to_l4) AS BIGINT) AS authz_reduced_to_l4, \
     CAST(SUM(c.authz_not_enforced) AS BIGINT) AS authz_not_enforced, \
+    CAST(SUM(c.routes_resolving) AS BIGINT) AS routes_resolving, \
+    CAST(SUM(c.routes_nowhere) AS BIGINT) AS routes_nowhere, \
+    CAST(SUM(c.routes_unchecked) AS BIGINT) AS routes_unchecked, \
     MIN(c.mtls_mode) AS mode_min, MAX(c.mtls_mode) AS mode_max";
 
 /// A run's head coverage in the scope; for a namespace, the lowest and highest of its

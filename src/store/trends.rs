@@ -18,7 +18,8 @@ pub(super) const TOTAL_COLUMNS: &str = "t.workloads, t.workloads_with_proxy, t.w
      t.workloads_waypoint, t.namespaces, t.namespaces_strict, t.namespaces_permissive, \
      t.namespaces_disable, t.namespaces_injected, t.namespaces_ambient, t.selectors_effective, \
      t.selectors_ineffective, t.workload_entries_selected, t.workload_entries_total, \
-     t.authz_as_written, t.authz_reduced_to_l4, t.authz_not_enforced";
+     t.authz_as_written, t.authz_reduced_to_l4, t.authz_not_enforced, t.routes_resolving, \
+     t.routes_nowhere, t.routes_unchecked";
 
 /// The columns of a [`NamespaceRow`]: `coverage_namespaces` aliased `n` and
 /// `namespace_findings` aliased `f`.
@@ -26,7 +27,8 @@ const NAMESPACE_COLUMNS: &str =
     "n.cluster, n.namespace, n.mtls_mode, n.workloads, n.workloads_with_proxy, \
      n.workloads_ambient, n.workloads_waypoint, n.selectors_effective, n.selectors_ineffective, \
      n.workload_entries_selected, n.workload_entries_total, n.authz_as_written, \
-     n.authz_reduced_to_l4, n.authz_not_enforced, f.errors, f.warnings, f.infos, f.introduced, f.existing, f.resolved";
+     n.authz_reduced_to_l4, n.authz_not_enforced, n.routes_resolving, n.routes_nowhere, \
+     n.routes_unchecked, f.errors, f.warnings, f.infos, f.introduced, f.existing, f.resolved";
 
 /// A run's own [`FindingCounts`], from `runs` aliased `r`.
 const RUN_FINDING_COLUMNS: &str =
@@ -151,6 +153,9 @@ impl From<NamespaceRow> for NamespaceMetrics {
                 authz_as_written: c.authz_as_written,
                 authz_reduced_to_l4: c.authz_reduced_to_l4,
                 authz_not_enforced: c.authz_not_enforced,
+                routes_resolving: c.routes_resolving,
+                routes_nowhere: c.routes_nowhere,
+                routes_unchecked: c.routes_unchecked,
                 mtls_mode: Some(c.mtls_mode),
             },
             findings: r.findings.0.unwrap_or_default(),

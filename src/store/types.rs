@@ -352,6 +352,9 @@ pub struct TotalCoverageRecord {
     pub authz_as_written: i64,
     pub authz_reduced_to_l4: i64,
     pub authz_not_enforced: i64,
+    pub routes_resolving: i64,
+    pub routes_nowhere: i64,
+    pub routes_unchecked: i64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow)]
@@ -369,6 +372,9 @@ pub struct NamespaceCoverageRecord {
     pub authz_as_written: i64,
     pub authz_reduced_to_l4: i64,
     pub authz_not_enforced: i64,
+    pub routes_resolving: i64,
+    pub routes_nowhere: i64,
+    pub routes_unchecked: i64,
 }
 
 // ---------------------------------------------------------------- trends
@@ -413,11 +419,19 @@ pub struct CoverageNumbers {
     pub authz_reduced_to_l4: i64,
     #[serde(default)]
     pub authz_not_enforced: i64,
+    /// Route destinations that reach pods, route nowhere, or could not be checked
+    /// (version 7; 0 in runs stored before it).
+    #[serde(default)]
+    pub routes_resolving: i64,
+    #[serde(default)]
+    pub routes_nowhere: i64,
+    #[serde(default)]
+    pub routes_unchecked: i64,
 }
 
 impl CoverageNumbers {
     /// The counts by name, in a fixed order (for deltas, tables and gauges).
-    pub(crate) fn counts(&self) -> [(&'static str, Option<i64>); 17] {
+    pub(crate) fn counts(&self) -> [(&'static str, Option<i64>); 20] {
         [
             ("workloads", Some(self.workloads)),
             ("workloads_with_proxy", Some(self.workloads_with_proxy)),
@@ -439,6 +453,9 @@ impl CoverageNumbers {
             ("authz_as_written", Some(self.authz_as_written)),
             ("authz_reduced_to_l4", Some(self.authz_reduced_to_l4)),
             ("authz_not_enforced", Some(self.authz_not_enforced)),
+            ("routes_resolving", Some(self.routes_resolving)),
+            ("routes_nowhere", Some(self.routes_nowhere)),
+            ("routes_unchecked", Some(self.routes_unchecked)),
         ]
     }
 }

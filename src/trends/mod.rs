@@ -308,6 +308,21 @@ pub const METRICS: &[MetricDef] = &[
         get: |m| Some(m.coverage.authz_not_enforced),
     },
     MetricDef {
+        key: "routes_resolving",
+        label: "routes reaching pods",
+        get: |m| Some(m.coverage.routes_resolving),
+    },
+    MetricDef {
+        key: "routes_nowhere",
+        label: "routes going nowhere",
+        get: |m| Some(m.coverage.routes_nowhere),
+    },
+    MetricDef {
+        key: "routes_unchecked",
+        label: "routes not checked",
+        get: |m| Some(m.coverage.routes_unchecked),
+    },
+    MetricDef {
         key: "findings_error",
         label: "findings: error",
         get: |m| Some(m.findings.error),

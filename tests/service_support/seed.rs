@@ -119,6 +119,10 @@ fn coverage(namespaces: &[Ns]) -> Coverage {
             authz_as_written: usize::from(!reduced),
             authz_reduced_to_l4: usize::from(reduced),
             authz_not_enforced: n.unenforced,
+            // Every workload is routed to; outside STRICT one route goes nowhere.
+            routes_resolving: n.workloads,
+            routes_nowhere: usize::from(!strict),
+            routes_unchecked: 0,
         };
         total.namespaces += 1;
         total.namespaces_strict += usize::from(strict);
@@ -135,6 +139,9 @@ fn coverage(namespaces: &[Ns]) -> Coverage {
         total.authz_as_written += c.authz_as_written;
         total.authz_reduced_to_l4 += c.authz_reduced_to_l4;
         total.authz_not_enforced += c.authz_not_enforced;
+        total.routes_resolving += c.routes_resolving;
+        total.routes_nowhere += c.routes_nowhere;
+        total.routes_unchecked += c.routes_unchecked;
         map.insert(n.name.to_string(), c);
     }
     Coverage {

@@ -283,28 +283,42 @@ pub(super) fn tls_conflicts(
         .iter()
         .map(|s| (s.id.as_str(), s.selects.as_slice()))
         .collect();
-    let mut out = Vec::new();
-    for r in resources
+    let rules: Vec<&&Resource> = resources
         .iter()
         .filter(|r| r.kind == "DestinationRule" && r.api_version.contains("istio.io/"))
-    {
+        .collect();
+    // Hosts an exact DestinationRule names: a wildcard rule does not apply to them (the
+    // most specific host wins).
+    let exact: std::collections::HashSet<String> = rules
+        .iter()
+        .filter_map(|r| Some(qualify(spec_host(r)?, r.namespace.as_deref()?)))
+        .filter(|h| !h.starts_with('*'))
+        .collect();
+    let mut out = Vec::new();
+    for r in rules {
         let (Some(ns), Some(host)) = (r.namespace.as_deref(), spec_host(r)) else {
             continue;
         };
-        if host.starts_with('*') {
-            continue;
-        }
         let settings = tls_settings(r);
         if settings.is_empty() {
             continue;
         }
-        let resolved = registry.resolve(host, ns, &spec_export_to(r));
-        let Some(target) = resolved.found() else {
-            continue;
+        let targets: Vec<&str> = if host.starts_with('*') {
+            registry
+                .services_matching(host)
+                .into_iter()
+                .filter(|e| !exact.contains(&e.host))
+                .map(|e| e.id())
+                .collect()
+        } else {
+            match registry.resolve(host, ns, &spec_export_to(r)).found() {
+                Some(t) => vec![t.id()],
+                None => continue,
+            }
         };
-        let servers: Vec<&Workload> = selects
-            .get(target.id())
-            .into_iter()
+        let servers: Vec<&Workload> = targets
+            .iter()
+            .filter_map(|t| selects.get(t))
             .flat_map(|ids| ids.iter())
             .filter_map(|id| by_id.get(id.as_str()).copied())
             .filter(|w| w.proxy_known && !w.ambient)

@@ -8,7 +8,7 @@ use crate::manifest::Resource;
 use crate::model::labels::{Labels, LabelsExt};
 use crate::model::Model;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 fn is_istio_gateway(r: &Resource) -> bool {
     r.kind == "Gateway" && r.api_version.starts_with("networking.istio.io/")
@@ -39,14 +39,18 @@ pub(super) struct Index<'a> {
     pub(super) api: HashMap<(&'a str, &'a str), (&'a Resource, Vec<Listener>)>,
     /// Istio Gateway ids by name, for a `gateways` entry that forgot its `ns/`.
     pub(super) by_name: HashMap<&'a str, Vec<&'a str>>,
+    /// Gateways defined more than once: which definition the cluster keeps depends on
+    /// the order they are applied in, so what their listeners accept is not known.
+    pub(super) duplicated: &'a HashSet<String>,
 }
 
 impl<'a> Index<'a> {
-    pub(super) fn new(resources: &[&'a Resource]) -> Self {
+    pub(super) fn new(resources: &[&'a Resource], duplicated: &'a HashSet<String>) -> Self {
         let mut index = Index {
             istio: HashMap::new(),
             api: HashMap::new(),
             by_name: HashMap::new(),
+            duplicated,
         };
         for &r in resources {
             let Some(ns) = r.namespace.as_deref() else {
@@ -207,6 +211,14 @@ pub(super) fn istio_gateways(resources: &[&Resource], model: &Model) -> Vec<Gate
                             .filter_map(Json::as_str)
                             .map(str::to_string)
                             .collect(),
+                        bind: text(s.get("bind")),
+                        tls: s.get("tls").is_some()
+                            || matches!(
+                                text(s.pointer("/port/protocol"))
+                                    .to_ascii_uppercase()
+                                    .as_str(),
+                                "HTTPS" | "TLS"
+                            ),
                     })
                 })
                 .collect();
@@ -227,37 +239,19 @@ pub(super) fn istio_gateways(resources: &[&Resource], model: &Model) -> Vec<Gate
 /// Servers by (port, host, bind): the gateway's index and the server's path.
 type Buckets<'a> = BTreeMap<(u64, &'a str, &'a str), Vec<(usize, &'a Vec<Json>)>>;
 
-/// Gateways that serve one host on one port (same `bind`) for the same pods: istiod
-/// merges them, and of TLS servers it keeps the first and drops the other as rejected
-/// config (pilot/pkg/model/gateway.go MergeGateways; istioctl IST0145 compares the
-/// selector strings and exact host strings, as here).
-pub(super) fn conflicts(resources: &[&Resource], gateways: &[Gateway]) -> Vec<GatewayConflict> {
-    let binds: HashMap<&str, Vec<String>> = resources
-        .iter()
-        .filter(|r| is_istio_gateway(r))
-        .map(|r| {
-            let spec = r.body.get("spec").unwrap_or(&Json::Null);
-            (
-                r.id.as_str(),
-                array(spec, "servers")
-                    .iter()
-                    .map(|s| text(s.get("bind")))
-                    .collect(),
-            )
-        })
-        .collect();
+/// Gateways whose TLS servers serve one host on one port (same `bind`) for the same
+/// pods: istiod keeps the first and drops the other as rejected config
+/// (pilot/pkg/model/gateway.go MergeGateways). Plain HTTP servers on one port share
+/// one route table, so they do not conflict, although istioctl's IST0145 (which
+/// compares selector strings and exact host strings, as here) reports them too.
+pub(super) fn conflicts(gateways: &[Gateway]) -> Vec<GatewayConflict> {
     // (port, host, bind) → (gateway index, server path)
     let mut buckets: Buckets = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate() {
-        let bind = binds.get(g.resource.as_str());
-        for (si, s) in g.servers.iter().enumerate() {
-            let b = bind
-                .and_then(|b| b.get(si))
-                .map(String::as_str)
-                .unwrap_or("");
+        for s in g.servers.iter().filter(|s| s.tls) {
             for h in &s.hosts {
                 buckets
-                    .entry((s.port, h, b))
+                    .entry((s.port, h, &s.bind))
                     .or_default()
                     .push((gi, &s.path));
             }

@@ -71,10 +71,12 @@ impl Resolved<'_> {
             Resolved::Unknown(_) => "unknown",
         }
     }
+}
 
-    pub(crate) fn found(&self) -> Option<&Entry<'_>> {
+impl<'r> Resolved<'r> {
+    pub(crate) fn found(&self) -> Option<&'r Entry<'r>> {
         match self {
-            Resolved::Found(e) => Some(e),
+            Resolved::Found(e) => Some(*e),
             _ => None,
         }
     }
@@ -243,6 +245,19 @@ impl<'a> Registry<'a> {
             .find(|e| e.resource.kind == "Service")
     }
 
+    /// Services whose host a wildcard (`*.ns.svc.cluster.local`, `*.local`) covers.
+    pub(crate) fn services_matching(&self, wildcard: &str) -> Vec<&Entry<'a>> {
+        let suffix = wildcard.trim_start_matches('*');
+        let mut out: Vec<&Entry> = self
+            .exact
+            .values()
+            .flatten()
+            .filter(|e| e.resource.kind == "Service" && e.host.ends_with(suffix))
+            .collect();
+        out.sort_by(|a, b| a.host.cmp(&b.host));
+        out
+    }
+
     /// Resolves `host` as written in a resource of namespace `ns` exported to
     /// `export_to` (its `spec.exportTo`): the analyzer's lookup, whose scopes are the
     /// referring resource's.
@@ -282,7 +297,7 @@ impl<'a> Registry<'a> {
                     if *n == 1 { "" } else { "s" }
                 ),
                 None => format!(
-                    "nothing in the repository lives in namespace {svc_ns}: its Services are defined elsewhere"
+                    "the repository defines no Service in namespace {svc_ns} and does not declare it: its Services come from elsewhere"
                 ),
             });
         }

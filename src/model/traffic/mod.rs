@@ -142,6 +142,10 @@ pub struct Server {
     pub port: u64,
     pub path: Vec<Json>,
     pub hosts: Vec<String>,
+    /// Terminates or passes through TLS (protocol HTTPS or TLS, or a `tls` block).
+    pub tls: bool,
+    /// `bind` (empty when unset).
+    pub bind: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -211,24 +215,33 @@ fn owned_namespaces(namespaces: &BTreeMap<String, Namespace>) -> HashSet<String>
 }
 
 pub(super) fn build(resources: &[Resource], model: &Model, mesh: &MeshConfig) -> Traffic {
-    let relevant: Vec<&Resource> = resources
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.kind.as_str(),
-                "Service"
-                    | "ServiceEntry"
-                    | "VirtualService"
-                    | "DestinationRule"
-                    | "Gateway"
-                    | "HTTPRoute"
-                    | "GRPCRoute"
-                    | "TCPRoute"
-                    | "TLSRoute"
-                    | "ReferenceGrant"
-            )
-        })
-        .collect();
+    // An object defined twice (manifest/duplicate-resource) counts once, as its first
+    // definition: findings point at that one, so what they say must come from it.
+    let mut seen = HashSet::new();
+    let mut duplicated = HashSet::new();
+    let mut relevant: Vec<&Resource> = Vec::new();
+    for r in resources.iter().filter(|r| {
+        matches!(
+            r.kind.as_str(),
+            "Service"
+                | "ServiceEntry"
+                | "VirtualService"
+                | "DestinationRule"
+                | "Gateway"
+                | "HTTPRoute"
+                | "GRPCRoute"
+                | "TCPRoute"
+                | "TLSRoute"
+                | "UDPRoute"
+                | "ReferenceGrant"
+        )
+    }) {
+        if seen.insert(r.id.as_str()) {
+            relevant.push(r);
+        } else {
+            duplicated.insert(r.id.clone());
+        }
+    }
     let mut traffic = Traffic {
         port_conflicts: ports::conflicts(resources, model),
         unserved: ports::unserved(resources, model),
@@ -241,7 +254,7 @@ pub(super) fn build(resources: &[Resource], model: &Model, mesh: &MeshConfig) ->
     let workloads = destination_rules::Pods::new(model);
     traffic.destination_rules = destination_rules::of(&relevant, &registry, &workloads);
     let subsets = destination_rules::SubsetIndex::new(&traffic.destination_rules, mesh);
-    let gateway_index = gateways::Index::new(&relevant);
+    let gateway_index = gateways::Index::new(&relevant, &duplicated);
     let (destinations, parents) = routes::of(&relevant, &registry, &subsets, &gateway_index, model);
     traffic.destinations = destinations;
     traffic.parents = parents;
@@ -251,7 +264,7 @@ pub(super) fn build(resources: &[Resource], model: &Model, mesh: &MeshConfig) ->
         .iter()
         .any(|w| w.labels.contains_key("istio"));
     traffic.gateways = gateways::istio_gateways(&relevant, model);
-    traffic.gateway_conflicts = gateways::conflicts(&relevant, &traffic.gateways);
+    traffic.gateway_conflicts = gateways::conflicts(&traffic.gateways);
     traffic.tls_conflicts = destination_rules::tls_conflicts(&relevant, &registry, model);
     traffic
 }

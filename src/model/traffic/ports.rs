@@ -136,15 +136,37 @@ pub(super) fn unserved(resources: &[Resource], model: &Model) -> Vec<Unserved> {
     if candidates.is_empty() {
         return Vec::new();
     }
+    // Workloads a progressive-delivery controller fronts with Services it creates
+    // itself (a Flagger Canary's targetRef: `<name>`, `<name>-primary`, `<name>-canary`).
+    let fronted: std::collections::HashSet<(&str, &str, &str)> = resources
+        .iter()
+        .filter(|r| r.kind == "Canary" && r.api_version.starts_with("flagger.app/"))
+        .filter_map(|r| {
+            let t = r.body.pointer("/spec/targetRef")?;
+            Some((
+                r.namespace.as_deref()?,
+                t.get("kind").and_then(Json::as_str)?,
+                t.get("name").and_then(Json::as_str)?,
+            ))
+        })
+        .collect();
     let mut out: Vec<Unserved> = resources
         .iter()
         .filter(|r| candidates.contains_key(r.id.as_str()))
+        .filter(|r| {
+            let ns = r.namespace.as_deref().unwrap_or_default();
+            !fronted.contains(&(ns, r.kind.as_str(), r.name.as_str()))
+        })
         .filter_map(|r| {
             let spec = pod_template(r)?.get("spec")?;
+            // The injected proxy's own ports (15090 metrics, 15020/15021 status) are
+            // not the workload's.
             let ports: BTreeSet<u64> = array(spec, "containers")
                 .iter()
+                .filter(|c| c.get("name").and_then(Json::as_str) != Some("istio-proxy"))
                 .flat_map(|c| array(c, "ports"))
                 .filter_map(|p| p.get("containerPort").and_then(Json::as_u64))
+                .filter(|p| !matches!(p, 15020 | 15021 | 15090))
                 .collect();
             (!ports.is_empty()).then(|| Unserved {
                 workload: r.id.clone(),

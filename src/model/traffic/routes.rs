@@ -11,7 +11,7 @@ use crate::model::Model;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-const ROUTE_KINDS: &[&str] = &["HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"];
+const ROUTE_KINDS: &[&str] = &["HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute", "UDPRoute"];
 
 struct Ctx<'a> {
     registry: &'a Registry<'a>,
@@ -362,6 +362,11 @@ fn api_route(ctx: &Ctx, r: &Resource, out: &mut Vec<Destination>, parents: &mut 
             ("Gateway", "gateway.networking.k8s.io") => {
                 gateway_parent = true;
                 match ctx.gateways.api.get(&(pns.as_str(), name.as_str())) {
+                    Some((g, _)) if ctx.gateways.duplicated.contains(&g.id) => (
+                        "unknown",
+                        format!("{} is defined more than once in the repository (manifest/duplicate-resource), and which definition applies depends on the order they are applied in", g.id),
+                        Some(g.id.clone()),
+                    ),
                     Some((g, listeners)) => {
                         let (status, reason) = attach(ctx, r, ns, &hostnames, p, listeners);
                         (status, reason, Some(g.id.clone()))
@@ -395,14 +400,19 @@ fn api_route(ctx: &Ctx, r: &Resource, out: &mut Vec<Destination>, parents: &mut 
         for (j, b) in array(rule, "backendRefs").iter().enumerate() {
             let kind = b.get("kind").and_then(Json::as_str).unwrap_or("Service");
             let group = b.get("group").and_then(Json::as_str).unwrap_or("");
-            if kind != "Service" || !group.is_empty() && group != "core" {
-                continue;
-            }
             let Some(name) = b.get("name").and_then(Json::as_str) else {
                 continue;
             };
             let bns = b.get("namespace").and_then(Json::as_str).unwrap_or(ns);
             let base = path(&[K("spec"), K("rules"), I(i), K("backendRefs"), I(j)]);
+            if kind != "Service" || !group.is_empty() && group != "core" {
+                if !supported_backend(group, kind) {
+                    let mut d = invalid_kind(r, ns, name, group, kind, with(&base, &["kind"]));
+                    d.weight = b.get("weight").and_then(Json::as_i64);
+                    out.push(d);
+                }
+                continue;
+            }
             let host = format!("{name}.{bns}.svc.{DOMAIN}");
             let mut d = destination(
                 ctx,
@@ -431,6 +441,55 @@ fn api_route(ctx: &Ctx, r: &Resource, out: &mut Vec<Destination>, parents: &mut 
             }
             out.push(d);
         }
+    }
+}
+
+/// Backend kinds Istio resolves besides core Services (gw/conversion.go buildDestination).
+fn supported_backend(group: &str, kind: &str) -> bool {
+    matches!(
+        (group, kind),
+        ("networking.istio.io", "ServiceEntry" | "Hostname")
+            | ("inference.networking.k8s.io", "InferencePool")
+            | ("multicluster.x-k8s.io", "ServiceImport")
+    )
+}
+
+/// A backendRef of a kind Istio does not resolve: `ResolvedRefs` False, `InvalidKind`.
+fn invalid_kind(
+    r: &Resource,
+    ns: &str,
+    name: &str,
+    group: &str,
+    kind: &str,
+    at: Vec<Json>,
+) -> Destination {
+    let written = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    Destination {
+        resource: r.id.clone(),
+        kind: r.kind.clone(),
+        namespace: ns.to_string(),
+        role: "backend".into(),
+        path: at,
+        host: name.to_string(),
+        fqdn: name.to_string(),
+        status: "invalid-kind".into(),
+        reason: format!("a backendRef of kind {written} is not one Istio resolves (Service, ServiceEntry, Hostname, InferencePool)"),
+        target: None,
+        target_ports: Vec::new(),
+        port: None,
+        port_path: Vec::new(),
+        subset: None,
+        subset_path: Vec::new(),
+        subset_status: String::new(),
+        known_subsets: Vec::new(),
+        subset_pods: None,
+        weight: None,
+        gateway_only: false,
+        reference_grant: String::new(),
     }
 }
 
@@ -573,6 +632,8 @@ fn attach(
     )
 }
 
+const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
 /// Whether a listener admits routes of namespace `ns`; None when its namespace
 /// selector cannot be evaluated here (expressions, or labels the repository does not
 /// know).
@@ -583,13 +644,18 @@ fn namespace_allowed(ctx: &Ctx, l: &Listener, ns: &str, gw_ns: &str) -> Option<b
             if l.expressions {
                 return None;
             }
-            let n = ctx.model.namespaces.get(ns)?;
-            if !n.labels_known {
-                return None;
-            }
-            let mut labels: Labels = n.labels.clone();
-            labels.insert("kubernetes.io/metadata.name".into(), ns.to_string());
-            Some(labels.selected_by(l.selector.as_ref().unwrap_or(&Labels::new())))
+            let selector = l.selector.clone().unwrap_or_default();
+            // Kubernetes sets this label on every namespace, to its name: a selector on
+            // it alone needs no other label.
+            let by_name = selector.keys().all(|k| k == NAME_LABEL);
+            let n = ctx.model.namespaces.get(ns);
+            let mut labels: Labels = match n {
+                Some(n) if n.labels_known => n.labels.clone(),
+                _ if by_name => Labels::new(),
+                _ => return None,
+            };
+            labels.insert(NAME_LABEL.into(), ns.to_string());
+            Some(labels.selected_by(&selector))
         }
         _ => Some(ns == gw_ns),
     }

@@ -4,7 +4,7 @@
 //! that other sections and the PR comment can place it.
 
 use super::cell;
-use crate::changes::{Change, Changes, SelectorChange};
+use crate::changes::{Change, Changes, RouteShares, SelectorChange, Share};
 use crate::units::quantity::{bytes_text, cores_text, signed_text};
 use std::fmt::Write;
 
@@ -89,6 +89,7 @@ pub fn section(c: &Changes) -> String {
     identities(&mut out, c);
     vm_bootstrap(&mut out, c);
     selectors(&mut out, c);
+    routes(&mut out, c);
     out
 }
 
@@ -377,5 +378,73 @@ fn selectors(out: &mut String, c: &Changes) {
         );
     }
     more(out, c.selectors.len());
+    out.push('\n');
+}
+
+/// `90% reviews v1 (2 pods)`, `10% reviews v3 ⚠️ no DestinationRule defines the subset`.
+fn share_text(s: &Share) -> String {
+    let subset = s
+        .subset
+        .as_deref()
+        .map(|x| format!(" {x}"))
+        .unwrap_or_default();
+    let what = match s.outcome.as_str() {
+        "reaches" => match s.pods {
+            Some(n) => format!(" ({n} {})", if n == 1 { "workload" } else { "workloads" }),
+            None => String::new(),
+        },
+        "no-such-host" => " ⚠️ no such host".into(),
+        "no-such-port" => " ⚠️ the host has no such port".into(),
+        "no-such-subset" => " ⚠️ no DestinationRule defines the subset".into(),
+        "no-pods" => " ⚠️ the subset selects no pod".into(),
+        _ => " (not checked)".into(),
+    };
+    format!(
+        "{}% `{}`{subset}{what}",
+        s.percent,
+        cell(&s.host.replace('`', "'"))
+    )
+}
+
+fn reaching_text(s: &RouteShares) -> String {
+    match s.reaching {
+        Some(p) => format!("{p}%"),
+        None => "not checked".into(),
+    }
+}
+
+fn routes(out: &mut String, c: &Changes) {
+    if c.routes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "**Routes** this change adds or changes, or whose destinations it moves (each rule's traffic by weight, and the share that reaches pods):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| Route | Rule | Sends (head) | Reaches pods (base → head) | Change |\n|---|---|---|---|---|"
+    );
+    for r in c.routes.iter().take(MAX_ROWS) {
+        let sends: Vec<String> = r.head.destinations.iter().map(share_text).collect();
+        let now = reaching_text(&r.head);
+        let mut reach = match &r.base {
+            Some(b) => format!("{} → {now}", reaching_text(b)),
+            None => format!("new → {now}"),
+        };
+        if r.head.reaching.is_some_and(|p| p < 100) {
+            reach.push_str(" ⚠️");
+        }
+        let _ = writeln!(
+            out,
+            "| {} | `{}` | {} | {} | {} |",
+            code(&r.resource),
+            r.rule,
+            sends.join("; "),
+            reach,
+            r.change.as_str()
+        );
+    }
+    more(out, c.routes.len());
     out.push('\n');
 }
