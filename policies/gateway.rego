@@ -66,6 +66,18 @@ ports_text(ports) := "no TCP port" if count(ports) == 0 else := sprintf("%s only
 
 findings contains f if {
 	some c in object.get(traffic, "gateway_conflicts", [])
+	c.host == ""
+	f := finding("gateway/conflicting", "error", "IST0145", c.resource, c.path, sprintf(
+		"%s and %s both have a server on port %d for the same gateway pods, and their protocols cannot share it (this one is %s; a TCP server shares its port with no other, HTTP only with HTTP and HTTPS): istiod keeps the first and rejects the other, whose hosts are never served. Use different ports, or merge the servers into one Gateway.",
+		[lib.display(c.resource), lib.enumerate_ids(c.others, 3), c.port, protocol_text(c)],
+	))
+}
+
+protocol_text(c) := c.protocol if c.protocol != "" else := "without a protocol"
+
+findings contains f if {
+	some c in object.get(traffic, "gateway_conflicts", [])
+	c.host != ""
 	f := finding("gateway/conflicting", "error", "IST0145", c.resource, c.path, sprintf(
 		"%s and %s both terminate TLS for host %s on port %d on the same gateway pods: istiod keeps the first server for the host and rejects the other, whose certificate and routes are never served. Merge the servers into one Gateway, or use different hosts or selectors.",
 		[lib.display(c.resource), lib.enumerate_ids(c.others, 3), c.host, c.port],

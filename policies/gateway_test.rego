@@ -62,9 +62,14 @@ test_server_port_on_the_service_is_quiet if {
 # gateway/conflicting
 
 test_conflicting_gateways if {
-	c := {"resource": "Gateway/istio-ingress/a", "path": ["spec", "servers", 0, "port", "number"], "port": 443, "host": "shop.example.com", "others": ["Gateway/istio-ingress/b"]}
+	c := {"resource": "Gateway/istio-ingress/a", "path": ["spec", "servers", 0, "port", "number"], "port": 443, "host": "shop.example.com", "protocol": "HTTPS", "others": ["Gateway/istio-ingress/b"]}
 	fs := findings_for({"gateway_conflicts": [c]})
 	rules_of(fs) == [["gateway/conflicting", "error"]]
+	some f in fs
+	contains(f.message, "terminate TLS for host shop.example.com")
+	ps := findings_for({"gateway_conflicts": [object.union(c, {"host": "", "protocol": "TCP"})]})
+	some p in ps
+	contains(p.message, "this one is TCP")
 }
 
 # ---------------------------------------------------------------------------

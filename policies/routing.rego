@@ -63,8 +63,8 @@ findings contains f if {
 	some d in destinations
 	d.status == "not-exported"
 	f := finding("routing/host-not-found", "error", "IST0101", d.resource, d.path, sprintf(
-		"%s %s %s, which is not visible from namespace %s: %s. At runtime %s. Add %s to its exportTo (networking.istio.io/exportTo on a Service), or route to a host exported here.",
-		[lib.display(d.resource), verb(d), host_text(d), d.namespace, d.reason, symptom(d), d.namespace],
+		"%s %s %s, which is not visible where the route applies: %s. At runtime %s. Export it to those namespaces (spec.exportTo, or the networking.istio.io/exportTo annotation on a Service), or route to a host exported there.",
+		[lib.display(d.resource), verb(d), host_text(d), d.reason, symptom(d)],
 	))
 }
 
@@ -162,6 +162,15 @@ findings contains f if {
 	f := finding("routing/subset-not-found", "error", "IST0101", d.resource, d.subset_path, sprintf(
 		"%s %s subset %s of %s, but %s: %s. Define the subset in a DestinationRule for %s (in this namespace, the Service's, or the root namespace), or route to an existing one.",
 		[lib.display(d.resource), verb(d), d.subset, d.host, known_text(d), symptom(d), d.fqdn],
+	))
+}
+
+findings contains f if {
+	some d in destinations
+	d.subset_status == "unknown"
+	f := finding("routing/subset-not-found", "warning", "IST0101", d.resource, d.subset_path, sprintf(
+		"%s %s subset %s of %s, which meshward could not check: no DestinationRule of the repository is for %s, and one may live in a namespace the repository does not declare (%s, the Service's, or the root namespace). If none defines the subset, %s.",
+		[lib.display(d.resource), verb(d), d.subset, d.host, d.fqdn, d.namespace, symptom(d)],
 	))
 }
 

@@ -58,9 +58,10 @@ test_unqualified_two_label_host_names_the_full_form if {
 }
 
 test_not_exported_host_tells_where_to_export if {
-	fs := findings_for({"destinations": [dest({"status": "not-exported", "namespace": "web", "target": null})]})
+	fs := findings_for({"destinations": [dest({"status": "not-exported", "namespace": "web", "target": null, "reason": "Service/shop/cart defines it, exported only to shop, and this applies in web"})]})
 	some f in fs
-	contains(f.message, "Add web to its exportTo")
+	contains(f.message, "exported only to shop, and this applies in web")
+	contains(f.message, "Export it to those namespaces")
 }
 
 test_mirror_and_backend_say_their_own_symptom if {
@@ -214,4 +215,11 @@ test_tls_fix_toward_disable_does_not_ask_for_a_sidecar if {
 	some f in fs
 	contains(f.message, "PERMISSIVE or STRICT")
 	not contains(f.message, "give them a sidecar")
+}
+
+test_subset_where_no_destination_rule_is_known_is_a_warning if {
+	fs := findings_for({"destinations": [dest({"subset": "v1", "subset_status": "unknown"})]})
+	rules_of(fs) == [["routing/subset-not-found", "warning"]]
+	some f in fs
+	contains(f.message, "could not check")
 }

@@ -386,6 +386,88 @@ fn sidecar_or_telemetry() -> impl Strategy<Value = Value> {
         })
 }
 
+const HOSTS: &[&str] = &[
+    "api",
+    "web.payments",
+    "db.web.svc.cluster.local",
+    "api.example.com",
+    "*.example.org",
+    "",
+];
+
+/// Routes, DestinationRules and gateways of both APIs, naming hosts, subsets, ports
+/// and gateways that may or may not exist.
+fn traffic() -> impl Strategy<Value = Value> {
+    (
+        metadata(),
+        select(HOSTS),
+        opt(select(&["v1", "v2"][..])),
+        opt(select(&[80u32, 8080][..])),
+        opt(select(&["mesh", "gw", "web/gw", "payments/web", "./gw"][..])),
+        opt(labels()),
+        opt(select(&["DISABLE", "SIMPLE", "ISTIO_MUTUAL"][..])),
+        0u8..5,
+    )
+        .prop_map(|(meta, host, subset, port, gateway, sel, tls, kind)| {
+            let destination = fields(vec![
+                ("host", Some(json!(host))),
+                ("subset", subset.map(|s| json!(s))),
+                ("port", port.map(|p| json!({"number": p}))),
+            ]);
+            match kind {
+                0 => object(
+                    "networking.istio.io/v1",
+                    "VirtualService",
+                    meta,
+                    Some(fields(vec![
+                        ("hosts", Some(json!([host]))),
+                        ("gateways", gateway.map(|g| json!([g]))),
+                        (
+                            "http",
+                            Some(json!([{"route": [{"destination": destination, "weight": 60}, {"destination": {"host": "api"}, "weight": 40}], "mirror": {"host": host}}])),
+                        ),
+                        ("tcp", Some(json!([{"route": [{"destination": destination}]}]))),
+                    ])),
+                ),
+                1 => object(
+                    "networking.istio.io/v1",
+                    "DestinationRule",
+                    meta,
+                    Some(fields(vec![
+                        ("host", Some(json!(host))),
+                        ("subsets", Some(json!([{"name": subset.unwrap_or("v1"), "labels": sel.clone().unwrap_or(json!({}))}]))),
+                        ("trafficPolicy", tls.map(|m| json!({"tls": {"mode": m}, "portLevelSettings": [{"port": {"number": port.unwrap_or(80)}, "tls": {"mode": m}}]}))),
+                    ])),
+                ),
+                2 => object(
+                    "networking.istio.io/v1",
+                    "Gateway",
+                    meta,
+                    Some(fields(vec![
+                        ("selector", sel),
+                        ("servers", Some(json!([{"port": {"number": port.unwrap_or(443), "protocol": if tls.is_some() { "HTTPS" } else { "HTTP" }}, "hosts": [host], "tls": tls.map(|_| json!({"mode": "SIMPLE"}))}]))),
+                    ])),
+                ),
+                3 => object(
+                    "gateway.networking.k8s.io/v1",
+                    "Gateway",
+                    meta,
+                    Some(json!({"gatewayClassName": "istio", "listeners": [{"name": "http", "port": port.unwrap_or(80), "protocol": "HTTP", "hostname": host, "allowedRoutes": {"namespaces": {"from": if gateway.is_some() { "All" } else { "Selector" }, "selector": {"matchLabels": sel.clone().unwrap_or(json!({}))}}}}]})),
+                ),
+                _ => object(
+                    "gateway.networking.k8s.io/v1",
+                    "HTTPRoute",
+                    meta,
+                    Some(fields(vec![
+                        ("parentRefs", Some(json!([{"name": "web", "namespace": gateway.map(|_| "payments"), "sectionName": subset, "port": port}]))),
+                        ("hostnames", Some(json!([host]))),
+                        ("rules", Some(json!([{"backendRefs": [{"name": "api", "namespace": gateway.map(|_| "web"), "port": port}, {"kind": subset.map(|_| "Bucket"), "group": subset.map(|_| "example.com"), "name": "db"}]}]))),
+                    ])),
+                ),
+            }
+        })
+}
+
 fn any_object() -> impl Strategy<Value = Value> {
     prop_oneof![
         2 => namespace(),
@@ -397,6 +479,7 @@ fn any_object() -> impl Strategy<Value = Value> {
         1 => workload_entry(),
         1 => workload_group(),
         1 => sidecar_or_telemetry(),
+        3 => traffic(),
     ]
 }
 

@@ -132,7 +132,7 @@ fn a_namespace_wide_destination_rule_is_judged_against_the_services_it_covers() 
 }
 
 #[test]
-fn plain_http_servers_of_two_gateways_merge_and_only_tls_servers_conflict() {
+fn plain_http_servers_of_two_gateways_merge_and_tls_hosts_and_tcp_ports_conflict() {
     let report = tree("gateways-share-http");
     let conflicts: Vec<String> = with_rule(&report, "gateway/conflicting")
         .iter()
@@ -144,7 +144,41 @@ fn plain_http_servers_of_two_gateways_merge_and_only_tls_servers_conflict() {
             )
         })
         .collect();
-    assert_eq!(conflicts, ["Gateway/shop/b:60", "Gateway/shop/c:73"]);
+    // a and b both serve shop.example.com over plain HTTP on 80: merged, no conflict;
+    // b and c both terminate TLS for it on 443; d's TCP server on 80 shares with no one.
+    assert_eq!(
+        conflicts,
+        [
+            "Gateway/shop/a:46",
+            "Gateway/shop/b:58",
+            "Gateway/shop/b:60",
+            "Gateway/shop/c:73",
+            "Gateway/shop/d:86"
+        ]
+    );
+    let a = with_rule(&report, "gateway/conflicting")
+        .into_iter()
+        .find(|f| f.line == 46)
+        .expect("a's conflict");
+    assert!(
+        a.message.contains("Gateway shop/d") && !a.message.contains("Gateway shop/b"),
+        "{}",
+        a.message
+    );
+}
+
+#[test]
+fn a_subset_on_node_topology_labels_is_not_claimed_to_select_nothing() {
+    let report = tree("topology-subset");
+    let f = with_rule(&report, "routing/subset-selects-no-pod");
+    // zone-a: the pods' own labels match and the zone comes from their Node: not
+    // known here. v9: no pod has version v9, whatever its zone.
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(
+        f[0].message.contains("subset v9-zone-a"),
+        "{}",
+        f[0].message
+    );
 }
 
 #[test]

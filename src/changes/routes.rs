@@ -56,8 +56,10 @@ fn outcome(d: &Destination) -> &'static str {
     if d.port.is_some_and(|p| !d.target_ports.contains(&p)) {
         return "no-such-port";
     }
-    if d.subset_status == "not-found" {
-        return "no-such-subset";
+    match d.subset_status.as_str() {
+        "not-found" => return "no-such-subset",
+        "unknown" => return "not-checked",
+        _ => {}
     }
     if d.subset_pods == Some(0) {
         return "no-pods";

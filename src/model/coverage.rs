@@ -456,6 +456,9 @@ fn route_outcome(d: &super::traffic::Destination) -> RouteOutcome {
         "unknown" => return RouteOutcome::Unchecked,
         _ => return RouteOutcome::Nowhere,
     }
+    if d.subset_status == "unknown" {
+        return RouteOutcome::Unchecked;
+    }
     let no_port = d.port.is_some_and(|p| !d.target_ports.contains(&p));
     if no_port || d.subset_status == "not-found" || d.subset_pods == Some(0) {
         RouteOutcome::Nowhere

@@ -79,6 +79,15 @@ impl<'a> Pods<'a> {
     }
 }
 
+/// Labels istiod copies from a pod's Node onto its endpoints (region, zone, subzone,
+/// hostname).
+const TOPOLOGY_LABELS: &[&str] = &[
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "topology.istio.io/subzone",
+    "kubernetes.io/hostname",
+];
+
 fn spec_host(r: &Resource) -> Option<&str> {
     r.body.pointer("/spec/host").and_then(Json::as_str)
 }
@@ -110,18 +119,26 @@ pub(super) fn of(
                         .and_then(Json::as_object)
                         .map(Labels::from_json)
                         .unwrap_or_default();
+                    // istiod adds its node's topology labels to each endpoint: those
+                    // the repository cannot tell.
+                    let (own, topology): (Labels, Labels) = labels
+                        .clone()
+                        .into_iter()
+                        .partition(|(k, _)| !TOPOLOGY_LABELS.contains(&k.as_str()));
                     let (status, selects, candidates) = match &behind {
                         None => ("unknown", Vec::new(), Vec::new()),
                         Some(ids) => {
                             let selects: Vec<String> = ids
                                 .iter()
                                 .filter(|id| {
-                                    pods.labels.get(*id).is_some_and(|l| l.selected_by(&labels))
+                                    pods.labels.get(*id).is_some_and(|l| l.selected_by(&own))
                                 })
                                 .map(|id| id.to_string())
                                 .collect();
                             let status = if selects.is_empty() {
                                 "none"
+                            } else if !topology.is_empty() {
+                                "unknown"
                             } else {
                                 "selects"
                             };
@@ -160,10 +177,11 @@ pub(super) fn of(
 pub(super) fn reason_of(res: &Resolved) -> String {
     match res {
         Resolved::Found(_) => String::new(),
-        Resolved::NotExported(e) => format!(
-            "{} defines it, exported only to {}",
+        Resolved::NotExported(e, scopes) => format!(
+            "{} defines it, exported only to {}, and this applies in {}",
             e.id(),
-            e.export_to.join(", ")
+            e.export_to.join(", "),
+            scopes.join(", ")
         ),
         Resolved::NotQualified(e) => format!(
             "{} is {}: istiod reads a name with a dot as fully qualified and does not expand it",
@@ -193,6 +211,10 @@ impl<'a> SubsetIndex<'a> {
             by_host,
             root: &mesh.root_namespace,
         }
+    }
+
+    pub(super) fn root(&self) -> &str {
+        self.root
     }
 
     /// The DestinationRules a client in `client_ns` uses for `fqdn` served from

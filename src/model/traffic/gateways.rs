@@ -212,6 +212,7 @@ pub(super) fn istio_gateways(resources: &[&Resource], model: &Model) -> Vec<Gate
                             .map(str::to_string)
                             .collect(),
                         bind: text(s.get("bind")),
+                        protocol: text(s.pointer("/port/protocol")).to_ascii_uppercase(),
                         tls: s.get("tls").is_some()
                             || matches!(
                                 text(s.pointer("/port/protocol"))
@@ -236,31 +237,53 @@ pub(super) fn istio_gateways(resources: &[&Resource], model: &Model) -> Vec<Gate
         .collect()
 }
 
-/// Servers by (port, host, bind): the gateway's index and the server's path.
-type Buckets<'a> = BTreeMap<(u64, &'a str, &'a str), Vec<(usize, &'a Vec<Json>)>>;
+/// Servers by (port, bind): the gateway's index and the server.
+type Buckets<'a> = BTreeMap<(u64, &'a str), Vec<(usize, &'a Server)>>;
 
-/// Gateways whose TLS servers serve one host on one port (same `bind`) for the same
-/// pods: istiod keeps the first and drops the other as rejected config
-/// (pilot/pkg/model/gateway.go MergeGateways). Plain HTTP servers on one port share
-/// one route table, so they do not conflict, although istioctl's IST0145 (which
-/// compares selector strings and exact host strings, as here) reports them too.
+/// How istiod merges servers on one port (pilot/pkg/model/gateway.go MergeGateways):
+/// `http` (HTTP, HTTP2, GRPC) and `https` servers share the port; TLS servers
+/// (`https`, `tls`) are told apart by host; a `tcp` server shares its port with no one.
+fn class(s: &Server) -> &'static str {
+    match s.protocol.as_str() {
+        "HTTPS" => "https",
+        "TLS" => "tls",
+        "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" if s.tls => "https",
+        "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" => "http",
+        _ if s.tls => "tls",
+        _ => "tcp",
+    }
+}
+
+/// Why istiod drops one of two servers on the same port and bind: their protocols
+/// cannot share the port, or both take TLS for the same host. None when they merge.
+fn server_conflict(a: &Server, b: &Server) -> Option<String> {
+    let (ca, cb) = (class(a), class(b));
+    let merges = |c: &str| c == "http" || c == "https";
+    if ca == "tcp" || cb == "tcp" || (ca != cb && !(merges(ca) && merges(cb))) {
+        return Some(String::new());
+    }
+    let tls = |c: &str| c == "https" || c == "tls";
+    if tls(ca) && tls(cb) {
+        return a.hosts.iter().find(|h| b.hosts.contains(h)).cloned();
+    }
+    None
+}
+
+/// Gateways selecting the same pods whose servers on one port and bind istiod cannot
+/// merge: it keeps the first and drops the other as rejected config (plain HTTP
+/// servers merge into one route table). istioctl's IST0145 compares the selector
+/// strings and exact host strings and also reports servers that merge.
 pub(super) fn conflicts(gateways: &[Gateway]) -> Vec<GatewayConflict> {
-    // (port, host, bind) → (gateway index, server path)
     let mut buckets: Buckets = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate() {
-        for s in g.servers.iter().filter(|s| s.tls) {
-            for h in &s.hosts {
-                buckets
-                    .entry((s.port, h, &s.bind))
-                    .or_default()
-                    .push((gi, &s.path));
-            }
+        for s in &g.servers {
+            buckets.entry((s.port, &s.bind)).or_default().push((gi, s));
         }
     }
     let mut out: Conflicts<(usize, u64, String)> = BTreeMap::new();
-    for ((port, host, _), members) in buckets {
-        for (a, path_a) in &members {
-            for (b, _) in &members {
+    for ((port, _), members) in buckets {
+        for (a, sa) in &members {
+            for (b, sb) in &members {
                 if a == b || gateways[*a].resource == gateways[*b].resource {
                     continue;
                 }
@@ -275,9 +298,12 @@ pub(super) fn conflicts(gateways: &[Gateway]) -> Vec<GatewayConflict> {
                         .iter()
                         .all(|(k, v)| ga.selector.get(k) == Some(v));
                 let shared_pod = ga.pods.iter().any(|p| gb.pods.contains(p));
-                if same || (contained && shared_pod) {
-                    out.entry((*a, port, host.to_string()))
-                        .or_insert_with(|| ((*path_a).clone(), BTreeSet::new()))
+                if !(same || (contained && shared_pod)) {
+                    continue;
+                }
+                if let Some(host) = server_conflict(sa, sb) {
+                    out.entry((*a, port, host))
+                        .or_insert_with(|| (sa.path.clone(), BTreeSet::new()))
                         .1
                         .insert(gb.resource.clone());
                 }
@@ -285,12 +311,21 @@ pub(super) fn conflicts(gateways: &[Gateway]) -> Vec<GatewayConflict> {
         }
     }
     out.into_iter()
-        .map(|((a, port, host), (path, others))| GatewayConflict {
-            resource: gateways[a].resource.clone(),
-            path,
-            port,
-            host,
-            others: others.into_iter().collect(),
+        .map(|((a, port, host), (path, others))| {
+            let protocols = gateways[a]
+                .servers
+                .iter()
+                .find(|s| s.path == path)
+                .map(|s| s.protocol.clone())
+                .unwrap_or_default();
+            GatewayConflict {
+                resource: gateways[a].resource.clone(),
+                path,
+                port,
+                host,
+                protocol: protocols,
+                others: others.into_iter().collect(),
+            }
         })
         .collect()
 }

@@ -49,8 +49,9 @@ impl Entry<'_> {
 #[derive(Debug)]
 pub(crate) enum Resolved<'a> {
     Found(&'a Entry<'a>),
-    /// Defined, but not exported to the namespace that refers to it.
-    NotExported(&'a Entry<'a>),
+    /// Defined, but not exported to the namespaces where the referring resource
+    /// applies (its own, or its `exportTo`).
+    NotExported(&'a Entry<'a>, Vec<String>),
     /// A `name.namespace` form of a Service the repository defines: istiod takes it as
     /// a fully qualified name, and no such host exists.
     NotQualified(&'a Entry<'a>),
@@ -65,7 +66,7 @@ impl Resolved<'_> {
     pub(crate) fn status(&self) -> &'static str {
         match self {
             Resolved::Found(_) => "found",
-            Resolved::NotExported(_) => "not-exported",
+            Resolved::NotExported(..) => "not-exported",
             Resolved::NotQualified(_) => "not-qualified",
             Resolved::NotFound(_) => "not-found",
             Resolved::Unknown(_) => "unknown",
@@ -275,7 +276,7 @@ impl<'a> Registry<'a> {
                 .find(|e| scopes.iter().any(|s| e.visible_in(s)))
             {
                 Some(e) => Resolved::Found(e),
-                None => Resolved::NotExported(&entries[0]),
+                None => Resolved::NotExported(&entries[0], scopes[1..].to_vec()),
             };
         }
         let bare = fqdn.trim_start_matches('*');

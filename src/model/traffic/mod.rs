@@ -37,7 +37,7 @@ pub struct Traffic {
     pub gateway_pods_known: bool,
     /// VirtualServices for sidecars that claim one host in one scope (IST0109).
     pub mesh_host_conflicts: Vec<HostConflict>,
-    /// Gateways serving one host on one port for the same pods (IST0145).
+    /// Gateways whose servers on one port istiod cannot merge (IST0145).
     pub gateway_conflicts: Vec<GatewayConflict>,
     /// Services of one workload whose ports disagree (IST0116, IST0137).
     pub port_conflicts: Vec<PortConflict>,
@@ -146,6 +146,8 @@ pub struct Server {
     pub tls: bool,
     /// `bind` (empty when unset).
     pub bind: String,
+    /// `port.protocol`, upper case.
+    pub protocol: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -162,7 +164,10 @@ pub struct GatewayConflict {
     pub resource: String,
     pub path: Vec<Json>,
     pub port: u64,
+    /// The host both serve over TLS; empty when their protocols cannot share the port.
     pub host: String,
+    /// This server's protocol.
+    pub protocol: String,
     pub others: Vec<String>,
 }
 

@@ -111,10 +111,16 @@ fn destination(
                 .iter()
                 .flat_map(|dr| dr.subsets.iter())
                 .find(|s| s.name == *name);
-            subset_status = if defined.is_some() {
-                "found"
-            } else {
-                "not-found"
+            // With no DestinationRule for the host here, one may live in a namespace
+            // the repository does not own (the route's, the service's, the root's).
+            let elsewhere = rules.is_empty()
+                && !(ctx.registry.owns(ns)
+                    && ctx.registry.owns(service_ns)
+                    && ctx.registry.owns(ctx.subsets.root()));
+            subset_status = match (defined, elsewhere) {
+                (Some(_), _) => "found",
+                (None, true) => "unknown",
+                (None, false) => "not-found",
             }
             .to_string();
             subset_pods = defined
@@ -725,7 +731,7 @@ pub(super) fn mesh_host_conflicts(resources: &[&Resource]) -> Vec<HostConflict> 
             if others.is_empty() {
                 continue;
             }
-            out.entry((id.to_string(), host.clone(), "*".to_string()))
+            out.entry((id.to_string(), host.clone(), scope.clone()))
                 .or_insert_with(|| (at.clone(), BTreeSet::new()))
                 .1
                 .extend(others);
