@@ -25,31 +25,17 @@ server_first_ports := {25, 53, 3306, 27017}
 # those a gateway or waypoint controller generates (not the repository's to rename).
 skip_label_keys := {"istio", "gateway.istio.io/managed", "gateway.networking.k8s.io/gateway-name"}
 
-# One entry per core v1 Service (not knative's, also kind Service) that is not skipped,
-# with its spec decoded once, using builtins only.
-services := [s |
+# Every port of a core v1 Service (not knative's, also kind Service) that Istio may not
+# know the protocol of, with what Istio reads it from: its appProtocol when set, else
+# its name. Ports with a known protocol drop out first, and only builtins are used:
+# user function calls are the expensive part of evaluation, and most ports are named.
+ports := [p |
 	some r in lib.resources("Service")
 	r.apiVersion == "v1"
 	spec := r.body.spec
 	is_object(spec)
-	l := object.get(r.body, ["metadata", "labels"], {})
-	labels := object.get({"object": l}, type_name(l), {})
-	count({k | some k, _ in labels} & skip_label_keys) == 0
-	object.get(labels, "release", null) != "istio"
-	ports := object.get(spec, "ports", [])
-	s := {
-		"r": r,
-		"spec": spec,
-		"external": object.get(spec, "type", null) == "ExternalName",
-		"ports": object.get({"array": ports}, type_name(ports), []),
-	}
-]
-
-# Every object port, with what Istio reads its protocol from: its appProtocol when set,
-# else its name.
-ports := [p |
-	some s in services
-	some i, port in s.ports
+	all_ports := object.get(spec, "ports", [])
+	some i, port in object.get({"array": all_ports}, type_name(all_ports), [])
 	is_object(port)
 	n := object.get(port, "name", "")
 	a := object.get(port, "appProtocol", null)
@@ -59,6 +45,14 @@ ports := [p |
 	# Istio's prefix: up to the first "-". A source starting with grpc-web (GRPC-Web to
 	# Istio) starts with grpc-, known either way.
 	known := count({app} & kubernetes_app_protocols) + count({lower(split(source, "-")[0])} & known_protocols)
+	external := object.get(spec, "type", null) == "ExternalName"
+	# Unknown, or the name tcp on an ExternalName Service (IST0150 either way).
+	count({x | x := known; x == 0} | {x | x := name; external; x == "tcp"}) > 0
+	l := object.get(r.body, ["metadata", "labels"], {})
+	labels := object.get({"object": l}, type_name(l), {})
+	count({k | some k, _ in labels} & skip_label_keys) == 0
+	object.get(labels, "release", null) != "istio"
+	s := {"r": r, "spec": spec, "external": external}
 	p := {"s": s, "i": i, "port": port, "name": name, "app": app, "known": known}
 ]
 
