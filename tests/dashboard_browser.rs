@@ -365,7 +365,7 @@ async fn dashboard_in_headless_chromium() {
         )
         .await;
     assert_eq!(view["title"], "acme/gitops");
-    assert_eq!(view["charts"], 7);
+    assert_eq!(view["charts"], 8);
     // Workloads by data plane on days 0, 1 and 4 (the seed's table), each a line the
     // browser draws; policies by enforcement.
     assert_eq!(
@@ -502,15 +502,15 @@ async fn dashboard_in_headless_chromium() {
         json!(["all (the whole repository)", "prod-eu", "prod-us"])
     );
     assert_eq!(
-        fleet["charts"], 10,
-        "7 of the whole repository, 3 by cluster"
+        fleet["charts"], 11,
+        "8 of the whole repository, 3 by cluster"
     );
     assert_eq!(fleet["whole"], json!([2, 6, 10]));
     let outside = labels_outside(&page).await;
     assert_eq!(outside.0, json!([]), "labels cut off: {outside:?}");
     assert_eq!(
         outside.1,
-        10 * 3,
+        11 * 3,
         "first, middle and last date under each chart"
     );
     page.screenshot("dashboard-clusters.png").await;

@@ -170,6 +170,11 @@ pub fn repo_page(p: &RepoPage) -> String {
                     Line { label: "reduced to L4 by ztunnel", color: "#f79009", values: values(s, |m| m.coverage.authz_reduced_to_l4) },
                     Line { label: "not enforced", color: "#f04438", values: values(s, |m| m.coverage.authz_not_enforced) },
                 ]))
+                (chart("chart-routes", "Route destinations", vec![
+                    Line { label: "reach pods", color: "#12b76a", values: values(s, |m| m.coverage.routes_resolving) },
+                    Line { label: "go nowhere", color: "#f04438", values: values(s, |m| m.coverage.routes_nowhere) },
+                    Line { label: "not checked", color: "#98a2b3", values: values(s, |m| m.coverage.routes_unchecked) },
+                ]))
                 (chart("chart-mtls", "Namespaces by mTLS mode", vec![
                     Line { label: "STRICT", color: "#12b76a", values: values(s, |m| m.coverage.namespaces_strict) },
                     Line { label: "PERMISSIVE", color: "#f79009", values: values(s, |m| m.coverage.namespaces_permissive) },
@@ -262,6 +267,9 @@ fn headline(latest: Option<&Metrics>) -> Markup {
                     }
                     @if c.authz_reduced_to_l4 + c.authz_not_enforced > 0 {
                         div.card #card-authz { "AuthorizationPolicies as written" b { (pct(c.authz_as_written, c.authz_as_written + c.authz_reduced_to_l4 + c.authz_not_enforced)) } span.muted { (c.authz_reduced_to_l4) " reduced to L4, " (c.authz_not_enforced) " not enforced" } }
+                    }
+                    @if c.routes_nowhere > 0 {
+                        div.card #card-routes { "route destinations reaching pods" b { (pct(c.routes_resolving, c.routes_resolving + c.routes_nowhere + c.routes_unchecked)) } span.muted { (c.routes_nowhere) " go nowhere, " (c.routes_unchecked) " not checked" } }
                     }
                     div.card { "findings" b { (m.findings.error) @if m.findings.error == 1 { " error" } @else { " errors" } } span.muted { (m.findings.warning) " warnings, " (m.findings.info) " info" } }
                 }

@@ -147,7 +147,7 @@ fn repo_page_shows_gaps_with_their_reasons_and_escapes_errors() {
     );
     assert!(!html.contains("<script"));
     assert!(html.contains("href=\"/repos/acme/gitops?from=2026-11-01&amp;namespace=shop\""));
-    assert_eq!(html.matches("<svg").count(), 7);
+    assert_eq!(html.matches("<svg").count(), 8);
     assert!(html.contains("2 of 4 have one"));
 }
 
@@ -187,7 +187,7 @@ fn repo_page_draws_a_line_per_cluster_and_links_each_cluster() {
         runs: &[],
         query: &[("from".into(), "2026-11-01".into())],
     });
-    assert_eq!(html.matches("<svg").count(), 10, "7 charts, 3 by cluster");
+    assert_eq!(html.matches("<svg").count(), 11, "8 charts, 3 by cluster");
     let by_cluster = &html[html.find("id=\"chart-clusters-proxy\"").unwrap()..];
     let by_cluster = &by_cluster[..by_cluster.find("</figure>").unwrap()];
     for (cluster, values) in [("prod-eu", ["2", "5"]), ("prod-&lt;us&gt;", ["3", "6"])] {
@@ -234,7 +234,7 @@ fn repo_page_draws_a_line_per_cluster_and_links_each_cluster() {
         html.contains("<h1>acme/gitops · cluster prod-eu</h1>"),
         "{html}"
     );
-    assert_eq!(html.matches("<svg").count(), 7);
+    assert_eq!(html.matches("<svg").count(), 8);
     assert!(html.contains("class=\"on\" href=\"/repos/acme/gitops?cluster=prod-eu\""));
     assert!(html.contains("href=\"/repos/acme/gitops\" data-cluster=\"\""));
 }
@@ -265,6 +265,8 @@ fn repo_page_charts_workloads_by_data_plane_and_policies_by_enforcement() {
         m.coverage.authz_as_written = 1;
         m.coverage.authz_reduced_to_l4 = 1;
         m.coverage.authz_not_enforced = 1;
+        m.coverage.routes_resolving = 3;
+        m.coverage.routes_nowhere = 1;
     }
     let html = repo_page(&RepoPage {
         series: &s,
@@ -312,6 +314,20 @@ fn repo_page_charts_workloads_by_data_plane_and_policies_by_enforcement() {
             "{series}: {authz}"
         );
     }
+    let routes = chart("chart-routes");
+    for (series, v) in [
+        ("reach pods", "3"),
+        ("go nowhere", "1"),
+        ("not checked", "0"),
+    ] {
+        assert!(
+            routes.contains(&format!(
+                "data-series=\"{series}\" data-value=\"{v}\" data-bucket=\"2026-11-03\""
+            )),
+            "{series}: {routes}"
+        );
+    }
+    assert!(html.contains("1 go nowhere, 0 not checked"), "{html}");
     // The latest numbers in cards, the namespace's ambient workloads in its row.
     assert!(html.contains("id=\"card-ambient\""), "{html}");
     assert!(html.contains("2 of 5, 1 with a waypoint"), "{html}");
@@ -326,7 +342,11 @@ fn repo_page_charts_workloads_by_data_plane_and_policies_by_enforcement() {
         runs: &[],
         query: &[],
     });
-    assert!(!plain.contains("card-ambient") && !plain.contains("card-authz"));
+    assert!(
+        !plain.contains("card-ambient")
+            && !plain.contains("card-authz")
+            && !plain.contains("card-routes")
+    );
     assert!(
         plain.contains("id=\"chart-dataplanes\""),
         "the chart is always there"
