@@ -47,26 +47,6 @@ impl Share {
     }
 }
 
-fn outcome(d: &Destination) -> &'static str {
-    match d.status.as_str() {
-        "found" => {}
-        "unknown" => return "not-checked",
-        _ => return "no-such-host",
-    }
-    if d.port.is_some_and(|p| !d.target_ports.contains(&p)) {
-        return "no-such-port";
-    }
-    match d.subset_status.as_str() {
-        "not-found" => return "no-such-subset",
-        "unknown" => return "not-checked",
-        _ => {}
-    }
-    if d.subset_pods == Some(0) {
-        return "no-pods";
-    }
-    "reaches"
-}
-
 /// The rule a destination belongs to: `spec.<section>[i]`, from its path.
 fn rule_of(d: &Destination) -> Option<String> {
     match d.path.as_slice() {
@@ -123,7 +103,7 @@ fn shares(ds: &[&Destination]) -> RouteShares {
             host: d.host.clone(),
             subset: d.subset.clone(),
             percent: (w * 100 + total / 2).checked_div(total).unwrap_or(0) as u32,
-            outcome: outcome(d).to_string(),
+            outcome: d.outcome().to_string(),
             pods: d.subset_pods,
         })
         .collect();

@@ -397,10 +397,10 @@ pub fn of(model: &Model) -> Coverage {
         .filter(|d| d.role != "mirror")
     {
         if let Some(ns) = namespaces.get_mut(&d.namespace) {
-            match route_outcome(d) {
-                RouteOutcome::Resolving => ns.routes_resolving += 1,
-                RouteOutcome::Nowhere => ns.routes_nowhere += 1,
-                RouteOutcome::Unchecked => ns.routes_unchecked += 1,
+            match d.outcome() {
+                "reaches" => ns.routes_resolving += 1,
+                "not-checked" => ns.routes_unchecked += 1,
+                _ => ns.routes_nowhere += 1,
             }
         }
     }
@@ -439,30 +439,4 @@ pub fn of(model: &Model) -> Coverage {
         total.routes_unchecked += n.routes_unchecked;
     }
     Coverage { total, namespaces }
-}
-
-enum RouteOutcome {
-    Resolving,
-    Nowhere,
-    Unchecked,
-}
-
-/// Whether a route destination reaches pods: its host, port and subset exist and
-/// the subset selects a pod (a subset whose pods are unknown counts as reaching:
-/// the host is the repository's and defines it).
-fn route_outcome(d: &super::traffic::Destination) -> RouteOutcome {
-    match d.status.as_str() {
-        "found" => {}
-        "unknown" => return RouteOutcome::Unchecked,
-        _ => return RouteOutcome::Nowhere,
-    }
-    if d.subset_status == "unknown" {
-        return RouteOutcome::Unchecked;
-    }
-    let no_port = d.port.is_some_and(|p| !d.target_ports.contains(&p));
-    if no_port || d.subset_status == "not-found" || d.subset_pods == Some(0) {
-        RouteOutcome::Nowhere
-    } else {
-        RouteOutcome::Resolving
-    }
 }

@@ -3,7 +3,7 @@
 //! Service ports in front of those pods; Gateway API Gateways with their listeners.
 
 use super::hosts::text;
-use super::{array, path, Conflicts, Gateway, GatewayConflict, Server, I, K};
+use super::{array, path, Conflicts, Fronts, Gateway, GatewayConflict, Server, I, K};
 use crate::manifest::Resource;
 use crate::model::labels::{Labels, LabelsExt};
 use crate::model::Model;
@@ -131,7 +131,11 @@ fn listener(l: &Json) -> Listener {
 }
 
 /// networking.istio.io Gateways, their pods and the Service ports in front of them.
-pub(super) fn istio_gateways(resources: &[&Resource], model: &Model) -> Vec<Gateway> {
+pub(super) fn istio_gateways(
+    resources: &[&Resource],
+    model: &Model,
+    fronts: &Fronts,
+) -> Vec<Gateway> {
     let gateways: Vec<&&Resource> = resources.iter().filter(|r| is_istio_gateway(r)).collect();
     if gateways.is_empty() {
         return Vec::new();
@@ -144,17 +148,7 @@ pub(super) fn istio_gateways(resources: &[&Resource], model: &Model) -> Vec<Gate
             by_label.entry((k, v)).or_default().push(w);
         }
     }
-    let mut services_of: HashMap<&str, Vec<&str>> = HashMap::new();
-    for s in &model.services {
-        for id in &s.selects {
-            services_of.entry(id).or_default().push(&s.id);
-        }
-    }
-    let service_bodies: HashMap<&str, &Resource> = resources
-        .iter()
-        .filter(|r| r.kind == "Service" && r.api_version == "v1")
-        .map(|r| (r.id.as_str(), *r))
-        .collect();
+    let (services_of, service_bodies) = (&fronts.services_of, &fronts.bodies);
     gateways
         .into_iter()
         .filter_map(|r| {

@@ -18,7 +18,7 @@ use crate::config::MeshConfig;
 use crate::manifest::Resource;
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub use hosts::HostPort;
 
@@ -78,6 +78,32 @@ pub struct Destination {
     pub gateway_only: bool,
     /// backendRefs to another namespace: `granted`, `missing`, `unknown`; else empty.
     pub reference_grant: String,
+}
+
+impl Destination {
+    /// Whether traffic sent here reaches pods: `reaches`, `no-such-host`,
+    /// `no-such-port`, `no-such-subset`, `no-pods` (the subset selects none), or
+    /// `not-checked` (the host, or the DestinationRule of its subset, is not the
+    /// repository's to tell).
+    pub fn outcome(&self) -> &'static str {
+        match self.status.as_str() {
+            "found" => {}
+            "unknown" => return "not-checked",
+            _ => return "no-such-host",
+        }
+        if self.port.is_some_and(|p| !self.target_ports.contains(&p)) {
+            return "no-such-port";
+        }
+        match self.subset_status.as_str() {
+            "not-found" => return "no-such-subset",
+            "unknown" => return "not-checked",
+            _ => {}
+        }
+        if self.subset_pods == Some(0) {
+            return "no-pods";
+        }
+        "reaches"
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -247,8 +273,9 @@ pub(super) fn build(resources: &[Resource], model: &Model, mesh: &MeshConfig) ->
             duplicated.insert(r.id.clone());
         }
     }
+    let fronts = Fronts::new(resources, model);
     let mut traffic = Traffic {
-        port_conflicts: ports::conflicts(resources, model),
+        port_conflicts: ports::conflicts(&fronts, model),
         unserved: ports::unserved(resources, model),
         ..Traffic::default()
     };
@@ -268,10 +295,40 @@ pub(super) fn build(resources: &[Resource], model: &Model, mesh: &MeshConfig) ->
         .workloads
         .iter()
         .any(|w| w.labels.contains_key("istio"));
-    traffic.gateways = gateways::istio_gateways(&relevant, model);
+    traffic.gateways = gateways::istio_gateways(&relevant, model, &fronts);
     traffic.gateway_conflicts = gateways::conflicts(&traffic.gateways);
     traffic.tls_conflicts = destination_rules::tls_conflicts(&relevant, &registry, model);
     traffic
+}
+
+/// The Services in front of each workload, and each Service's object (its first
+/// definition), for the joins of ports and gateways.
+pub(super) struct Fronts<'a> {
+    /// Workload or WorkloadEntry id → ids of the Services selecting it.
+    pub(super) services_of: HashMap<&'a str, Vec<&'a str>>,
+    pub(super) bodies: HashMap<&'a str, &'a Resource>,
+}
+
+impl<'a> Fronts<'a> {
+    fn new(resources: &'a [Resource], model: &'a Model) -> Self {
+        let mut services_of: HashMap<&str, Vec<&str>> = HashMap::new();
+        for s in &model.services {
+            for id in &s.selects {
+                services_of.entry(id).or_default().push(&s.id);
+            }
+        }
+        let mut bodies = HashMap::new();
+        for r in resources
+            .iter()
+            .filter(|r| r.kind == "Service" && r.api_version == "v1")
+        {
+            bodies.entry(r.id.as_str()).or_insert(r);
+        }
+        Fronts {
+            services_of,
+            bodies,
+        }
+    }
 }
 
 /// `v` at `key` of a JSON object, as an array (empty otherwise).

@@ -2,7 +2,7 @@
 //! the mesh that serve ports no Service names.
 
 use super::hosts::text;
-use super::{array, path, PortConflict, Unserved, I, K};
+use super::{array, path, Fronts, PortConflict, Unserved, I, K};
 use crate::manifest::Resource;
 use crate::model::workloads::pod_template;
 use crate::model::Model;
@@ -32,18 +32,8 @@ impl Side<'_> {
 /// Kubernetes protocols (istioctl IST0116), or one target port reached from two port
 /// numbers (IST0137). istiod builds one inbound listener per port of the workload,
 /// so only one of the two definitions applies.
-pub(super) fn conflicts(resources: &[Resource], model: &Model) -> Vec<PortConflict> {
-    let bodies: HashMap<&str, &Resource> = resources
-        .iter()
-        .filter(|r| r.kind == "Service" && r.api_version == "v1")
-        .map(|r| (r.id.as_str(), r))
-        .collect();
-    let mut services_of: HashMap<&str, Vec<&str>> = HashMap::new();
-    for s in &model.services {
-        for id in &s.selects {
-            services_of.entry(id).or_default().push(&s.id);
-        }
-    }
+pub(super) fn conflicts(fronts: &Fronts, model: &Model) -> Vec<PortConflict> {
+    let (bodies, services_of) = (&fronts.bodies, &fronts.services_of);
     let mut out = Vec::new();
     for w in model.workloads.iter().filter(|w| w.proxy) {
         let Some(services) = services_of.get(w.id.as_str()) else {
