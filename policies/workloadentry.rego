@@ -84,7 +84,7 @@ findings contains f if {
 		"resource": we.id,
 		"path": ["spec", "address"],
 		"message": sprintf(
-			"%s has address %s, which %s: the API server accepts it (the CRD does not check the form) but it is not a valid FQDN or IP address, so traffic meant for this server cannot reach it. Use a bare IP address, a host name, or a unix:// socket path.",
+			"%s has address %s, which %s: it is not a valid IP address, FQDN or unix socket, so Istio's validating webhook refuses the WorkloadEntry (the CRD alone accepts any string; with the webhook inactive it is accepted and traffic meant for this server cannot reach it). Use a bare IP address, a host name, or a unix:// socket path.",
 			[lib.display(we.id), json.marshal(we.address), problem],
 		),
 	}

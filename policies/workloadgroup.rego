@@ -87,7 +87,7 @@ incomplete[r.id] contains [path, problem] if {
 	some [r, probe] in probes
 	scheme := lib.get(object.get(probe, "httpGet", null), "scheme", null)
 	scheme != null
-	not scheme in {"HTTP", "HTTPS"}
+	not scheme in {"", "HTTP", "HTTPS"}
 	path := ["spec", "probe", "httpGet", "scheme"]
 	problem := sprintf("httpGet.scheme is %s (only HTTP or HTTPS)", [json.marshal(scheme)])
 }

@@ -101,6 +101,8 @@ test_probe_complete_quiet if {
 	count(rules_of(with_probe({"exec": {"command": ["/bin/true"]}}), "workloadgroup/probe-incomplete")) == 0
 	count(rules_of(with_probe({"tcpSocket": {"port": 5432}}), "workloadgroup/probe-incomplete")) == 0
 	count(rules_of(with_probe({"httpGet": {"port": 8080, "scheme": "HTTP"}}), "workloadgroup/probe-incomplete")) == 0
+	# An empty scheme is Istio's default (HTTP).
+	count(rules_of(with_probe({"httpGet": {"port": 8080, "scheme": ""}}), "workloadgroup/probe-incomplete")) == 0
 }
 
 test_hostile_shapes_do_not_error if {

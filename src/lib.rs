@@ -22,6 +22,7 @@ pub mod policy;
 pub mod publish;
 pub mod render;
 pub mod report;
+pub mod schema;
 pub mod server;
 pub mod service;
 pub mod store;

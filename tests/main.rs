@@ -28,6 +28,7 @@ mod render;
 mod render_clusters;
 mod render_controllers;
 mod rules;
+mod schema;
 mod service_evidence;
 mod service_process;
 mod service_queue;

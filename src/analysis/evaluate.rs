@@ -25,6 +25,7 @@ pub(super) struct Evaluated {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn evaluate_revision(
     (loaded, model): (manifest::Loaded, Model),
+    schema: Vec<crate::schema::Checked>,
     own: Option<&regorus::Value>,
     base: Option<&regorus::Value>,
     bodies: Vec<regorus::Value>,
@@ -75,6 +76,7 @@ pub(super) fn evaluate_revision(
             )),
         }
     }
+    crate::schema::merge_restated(&mut findings, schema);
     // Policies may return the same finding through two rule bodies. Identities are
     // built once per finding, not once per comparison.
     let mut keyed: Vec<_> = findings.into_iter().map(|f| (f.identity(), f)).collect();

@@ -7,12 +7,13 @@ use super::evaluate::{evaluate_revision, Evaluated};
 use super::{gather_evidence, Options};
 use crate::config::RepoConfig;
 use crate::evidence::Evidence;
-use crate::finding::Finding;
+use crate::finding::{Finding, Status};
 use crate::manifest;
 use crate::model::{self, Model};
 use crate::policy::input::{policy_value, BodyValues};
 use crate::policy::{Policies, PolicyLimits};
 use crate::render::AppNamespaceLabels;
+use crate::schema;
 
 /// One revision's objects of one mesh, with its model where it was built already.
 pub(super) struct Side {
@@ -20,6 +21,9 @@ pub(super) struct Side {
     pub(super) labels: Vec<AppNamespaceLabels>,
     pub(super) model: Option<Model>,
     pub(super) label: String,
+    /// CustomResourceDefinitions from `.meshward.yaml` `schemas:` (and what reading
+    /// them found).
+    pub(super) schemas: std::sync::Arc<manifest::Loaded>,
 }
 
 /// What judging needs besides the revisions.
@@ -51,6 +55,7 @@ impl Judge<'_> {
     ) -> Judged {
         let config = self.config;
         let mut notes = Vec::new();
+        let base_schemas = base.as_ref().map(|b| b.schemas.clone());
         let base_loaded = base.map(|b| {
             let model = b.model.unwrap_or_else(|| {
                 model::build_with(&b.loaded.resources, &config.mesh, None, &b.labels)
@@ -92,6 +97,30 @@ impl Judge<'_> {
         let changed = base_loaded
             .as_ref()
             .map(|(l, _, _)| super::changed_resources(&l.resources, &head.loaded.resources));
+        // The API server's net reads the bodies: before they are let go.
+        let schema_of = |loaded: &manifest::Loaded, extra: &manifest::Loaded| {
+            let mut found: Vec<schema::Checked> = extra
+                .findings
+                .iter()
+                .cloned()
+                .map(schema::Checked::from)
+                .collect();
+            found.extend(
+                schema::Catalog::of(&loaded.resources, &extra.resources).check(&loaded.resources),
+            );
+            found
+        };
+        let (head_schema, base_schema) = rayon::join(
+            || schema_of(&head.loaded, &head.schemas),
+            || {
+                base_loaded
+                    .as_ref()
+                    .zip(base_schemas.as_ref())
+                    .map(|((l, _, _), extra)| schema_of(l, extra))
+                    .unwrap_or_default()
+            },
+        );
+        tracing::debug!("schemas checked");
         // From here on the policy values stand for the bodies: the parsed JSON, the
         // largest part of a revision held twice, is let go before the evaluation.
         let head_bodies = bodies.of_each(&head.loaded.resources);
@@ -111,9 +140,11 @@ impl Judge<'_> {
         let evaluate = |loaded: (manifest::Loaded, Model),
                         bodies: Vec<regorus::Value>,
                         own: Option<&regorus::Value>,
-                        label: &str| {
+                        label: &str,
+                        schema: Vec<schema::Checked>| {
             evaluate_revision(
                 loaded,
+                schema,
                 own,
                 base_value.as_ref(),
                 bodies,
@@ -125,11 +156,25 @@ impl Judge<'_> {
         };
         let head_label = head.label;
         let (head_eval, base_eval) = rayon::join(
-            || evaluate((head.loaded, head_model), head_bodies, None, &head_label),
+            || {
+                evaluate(
+                    (head.loaded, head_model),
+                    head_bodies,
+                    None,
+                    &head_label,
+                    head_schema,
+                )
+            },
             || {
                 // Base is judged against itself: nothing in it is "introduced".
                 base_loaded.take().map(|(loaded, model, label, bodies)| {
-                    evaluate((loaded, model), bodies, base_value.as_ref(), &label)
+                    evaluate(
+                        (loaded, model),
+                        bodies,
+                        base_value.as_ref(),
+                        &label,
+                        base_schema,
+                    )
                 })
             },
         );
@@ -138,6 +183,21 @@ impl Judge<'_> {
             Some(b) => diff((&b.findings, &random.0), (&head_eval.findings, &random.1)),
             None => head_eval.findings.clone(),
         };
+        // An object this change edits whose schema rule could not be evaluated was
+        // not checked: it does not pass because base could not check it either.
+        if let Some(changed) = &changed {
+            for f in &mut findings {
+                let edited = f
+                    .resource
+                    .as_ref()
+                    .is_some_and(|r| changed.contains(&r.id()));
+                if f.rule == schema::NOT_CHECKED && f.status == Status::Existing && edited {
+                    f.unchecked = true;
+                    f.message
+                        .push_str(" This change edits the object, so it does not pass unchecked.");
+                }
+            }
+        }
         // Render and input findings carry their cluster already; the policies'
         // are about this mesh. Marked after the diff, which is within one mesh.
         if let Some(cluster) = cluster {

@@ -283,7 +283,14 @@ pub fn analyze(
         limits: &policy_limits(&config, &opts.policy_limits),
     };
     let base_label = base.as_ref().map(|b| b.label.clone()).unwrap_or_default();
-    let side = |loaded, labels: &Vec<_>, model, label: &str| Side {
+    let head_schemas = std::sync::Arc::new(schema_files(head.tree, &config, &opts.limits));
+    let base_schemas = std::sync::Arc::new(
+        base.as_ref()
+            .map(|b| schema_files(b.tree, &config, &opts.limits))
+            .unwrap_or_default(),
+    );
+    let side = |loaded, labels: &Vec<_>, model, label: &str, schemas: &std::sync::Arc<_>| Side {
+        schemas: std::sync::Arc::clone(schemas),
         loaded,
         labels: labels.clone(),
         model,
@@ -295,6 +302,7 @@ pub fn analyze(
             &head_parsed.namespace_labels,
             None,
             &head.label,
+            &head_schemas,
         );
         let base_side = base_parsed.map(|p| {
             side(
@@ -302,6 +310,7 @@ pub fn analyze(
                 &p.namespace_labels,
                 base_model.flatten(),
                 &base_label,
+                &base_schemas,
             )
         });
         vec![(None, judge.judge(head_side, base_side, None))]
@@ -324,9 +333,9 @@ pub fn analyze(
                 let b = bases
                     .as_mut()
                     .and_then(Iterator::next)
-                    .map(|(l, labels)| side(l, &labels, None, &base_label));
+                    .map(|(l, labels)| side(l, &labels, None, &base_label, &base_schemas));
                 let judged = judge.judge(
-                    side(h, &head_labels, None, &head.label),
+                    side(h, &head_labels, None, &head.label, &head_schemas),
                     b,
                     cluster.as_deref(),
                 );
@@ -613,6 +622,47 @@ fn gather_evidence(
         "evidence gathered"
     );
     Some(evidence)
+}
+
+/// The files `.meshward.yaml` `schemas:` names, read for their
+/// CustomResourceDefinitions; an entry that names nothing is said.
+fn schema_files(tree: &Tree, config: &RepoConfig, limits: &Limits) -> manifest::Loaded {
+    let mut named = vec![false; config.schemas.len()];
+    let files: Vec<SourceFile> = tree
+        .files
+        .iter()
+        .filter(|f| {
+            let yaml = [".yaml", ".yml", ".json"]
+                .iter()
+                .any(|e| f.path.ends_with(e));
+            let mut hit = false;
+            for (i, s) in config.schemas.iter().enumerate() {
+                let s = s.trim_end_matches('/');
+                if yaml && (f.path == s || f.path.starts_with(&format!("{s}/"))) {
+                    named[i] = true;
+                    hit = true;
+                }
+            }
+            hit
+        })
+        .cloned()
+        .collect();
+    let mut loaded = manifest::load(&files, limits);
+    loaded
+        .resources
+        .retain(|r| r.kind == "CustomResourceDefinition");
+    for (i, s) in config.schemas.iter().enumerate() {
+        if !named[i] {
+            loaded.findings.push(input_finding(
+                crate::schema::NOT_CHECKED,
+                Severity::Warning,
+                CONFIG_FILE,
+                1,
+                format!("`schemas[{i}]` {s:?} names no YAML or JSON file of this revision: no CustomResourceDefinition was read from it, so the objects it was meant to define are checked against the CRDs among the manifests only."),
+            ));
+        }
+    }
+    loaded
 }
 
 /// Head resources that are new or whose object differs from base's.

@@ -53,6 +53,10 @@ pub struct RepoConfig {
     /// says otherwise): each judged on its own.
     #[serde(default)]
     pub clusters: Vec<ClusterConfig>,
+    /// Files or folders of the repository holding CustomResourceDefinitions to check
+    /// objects against, beside the CRDs among the checked manifests.
+    #[serde(default)]
+    pub schemas: Vec<String>,
     /// Line of each exception in the file, for findings about them.
     #[serde(skip)]
     pub exception_lines: Vec<u32>,
@@ -270,6 +274,17 @@ impl RepoConfig {
                     format!(
                         "`clusters[{i}].name` {:?} must be 1 to 100 characters without `/` or `:`",
                         c.name
+                    ),
+                ));
+            }
+        }
+        for (i, path) in config.schemas.iter().enumerate() {
+            let p = path.trim_end_matches('/');
+            if p.is_empty() || p.starts_with('/') || p.split('/').any(|part| part == "..") {
+                return Err(err(
+                    line_of(serde_json::json!(["schemas", i])),
+                    format!(
+                        "`schemas[{i}]` {path:?} must be a file or folder inside the repository (relative, without `..`)"
                     ),
                 ));
             }

@@ -1,5 +1,5 @@
 //! The PromQL meshward runs, built as text a reviewer can paste into Prometheus.
-//! Zero plaintext into a scope over a window W (see ISTIO.md):
+//! Zero plaintext into a scope over a window W, from Istio's standard metrics:
 //! `sum(increase(istio_requests_total{reporter="destination",<scope>,connection_security_policy!="mutual_tls"}[W]))`
 //! and the same for `istio_tcp_connections_opened_total`; the totals drop the last
 //! matcher. Ambient workloads have no sidecar: their ztunnel reports TCP metrics only,

@@ -71,7 +71,8 @@ pub fn address_problem(address: &str) -> Option<String> {
         return Some("the address is empty".into());
     }
     if let Some(path) = address.strip_prefix("unix://") {
-        return if path.starts_with('/') {
+        // An absolute path, or `@name`: an abstract socket (Linux).
+        return if path.starts_with('/') || (path.len() > 1 && path.starts_with('@')) {
             None
         } else {
             Some(format!(
@@ -88,8 +89,12 @@ pub fn address_problem(address: &str) -> Option<String> {
 }
 
 fn is_fqdn(s: &str) -> bool {
+    // Istio's ValidateFQDN: up to 255 characters.
+    if s.is_empty() || s.len() > 255 {
+        return false;
+    }
     let s = s.strip_suffix('.').unwrap_or(s);
-    if s.is_empty() || s.len() > 253 {
+    if s.is_empty() {
         return false;
     }
     let labels: Vec<&str> = s.split('.').collect();
@@ -116,6 +121,12 @@ mod tests {
         assert_eq!(address_problem("2001:db8::1"), None);
         assert_eq!(address_problem("vm1.example.com"), None);
         assert_eq!(address_problem("unix:///var/run/app.sock"), None);
+        assert_eq!(address_problem("unix://@foo"), None);
+        assert!(address_problem("unix://@").is_some());
+        let long = format!("{}.example", vec!["a".repeat(60); 4].join("."));
+        assert_eq!(long.len(), 251);
+        assert_eq!(address_problem(&format!("{long}.io")), None);
+        assert!(address_problem(&format!("{long}.io.x")).is_some());
         assert!(address_problem("10.0.0.1 ").unwrap().contains("whitespace"));
         assert!(address_problem("10.0.0.300")
             .unwrap()

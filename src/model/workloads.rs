@@ -244,13 +244,20 @@ pub(super) fn workload_entry_of(r: &Resource) -> WorkloadEntry {
     let mut labels = spec_labels.clone();
     labels.extend(metadata_labels.clone());
     let address = str_at(&r.body, "/spec/address").map(str::to_string);
+    let network = str_at(&r.body, "/spec/network").map(str::to_string);
+    // No address but a network: a workload behind a gateway, which Istio accepts.
+    let behind_gateway =
+        address.as_deref() == Some("") && network.as_deref().is_some_and(|n| !n.is_empty());
     WorkloadEntry {
         id: r.id.clone(),
         namespace: r.namespace.clone().unwrap_or_default(),
         name: r.name.clone(),
-        address_problem: address.as_deref().and_then(address_problem),
+        address_problem: address
+            .as_deref()
+            .filter(|_| !behind_gateway)
+            .and_then(address_problem),
         address,
-        network: str_at(&r.body, "/spec/network").map(str::to_string),
+        network,
         service_account: str_at(&r.body, "/spec/serviceAccount").map(str::to_string),
         labels,
         metadata_labels,

@@ -1,0 +1,554 @@
+//! `x-kubernetes-validations`: CEL rules of a CRD, evaluated as the API server does
+//! on create (a rule that is false or fails to evaluate refuses the object), with
+//! the Kubernetes library functions CRDs use and bounds on size and cost.
+
+use super::structural::{Node, Ty, Violation};
+use cel::objects::{Key, Map};
+use cel::{Context, Env, ExecutionError, Program, Value};
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Longest rule meshward parses (the API server's own limit is on estimated cost;
+/// a longer rule in a repository is unusual and parsing is recursive).
+const MAX_RULE_CHARS: usize = 4096;
+/// Deepest nesting of brackets in a rule.
+const MAX_NESTING: usize = 32;
+/// Estimated evaluation steps one rule may take on one value before it is left
+/// unevaluated (said, not silently passed): the rule's length times the value's size
+/// to the power of its nested comprehensions.
+const MAX_COST: u64 = 20_000_000;
+
+/// The functions rules may call: CEL's standard library and macros, the strings
+/// extension, and the Kubernetes URL library (added here).
+const SUPPORTED: &[&str] = &[
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bool",
+    "bytes",
+    "duration",
+    "timestamp",
+    "type",
+    "dyn",
+    "has",
+    "all",
+    "exists",
+    "exists_one",
+    "map",
+    "filter",
+    "max",
+    "min",
+    "charAt",
+    "indexOf",
+    "lastIndexOf",
+    "join",
+    "lowerAscii",
+    "upperAscii",
+    "trim",
+    "replace",
+    "split",
+    "substring",
+    "format",
+    "reverse",
+    "url",
+    "isURL",
+    "getScheme",
+    "getHost",
+    "getHostname",
+    "getPort",
+    "getEscapedPath",
+    "getQuery",
+];
+
+/// One compiled rule.
+pub(crate) struct Rule {
+    pub(crate) source: String,
+    program: Option<Program>,
+    /// Why meshward cannot evaluate it, when it cannot.
+    pub(crate) unsupported: Option<String>,
+    message: Option<String>,
+    message_expression: Option<Program>,
+    field_path: Vec<Json>,
+    /// Compares with the object's previous state (`oldSelf`): checked by the API
+    /// server on update only, against what the cluster holds.
+    pub(crate) transition: bool,
+    comprehensions: u32,
+}
+
+impl std::fmt::Debug for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rule")
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+/// Compiles rules against one environment.
+pub(crate) struct Compiler {
+    env: Arc<Env>,
+}
+
+impl Default for Compiler {
+    fn default() -> Self {
+        let mut env = Env::stdlib();
+        // The strings extension is part of the Kubernetes CEL environment.
+        let _ = env.add_extension(cel::extensions::strings);
+        Compiler { env: Arc::new(env) }
+    }
+}
+
+fn nesting(source: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for c in source.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Parses guarded: the parser is a third party's and the text is the repository's.
+fn parse(env: &Env, source: &str) -> Result<Program, String> {
+    if source.chars().count() > MAX_RULE_CHARS {
+        return Err(format!(
+            "the rule is longer than {MAX_RULE_CHARS} characters; meshward does not parse it"
+        ));
+    }
+    if nesting(source) > MAX_NESTING {
+        return Err(format!(
+            "the rule nests brackets deeper than {MAX_NESTING}; meshward does not parse it"
+        ));
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| env.compile(source))) {
+        Ok(Ok(p)) => Ok(p),
+        Ok(Err(e)) => Err(format!("does not compile: {e}")),
+        Err(_) => Err("the CEL parser failed on it".to_string()),
+    }
+}
+
+/// `.a.b['c']` as path steps; None for what a fieldPath may not hold.
+fn field_path(text: &str) -> Option<Vec<Json>> {
+    let mut steps = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            if end == 0 {
+                return None;
+            }
+            steps.push(Json::from(&r[..end]));
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix("['") {
+            let end = r.find("']")?;
+            steps.push(Json::from(&r[..end]));
+            rest = &r[end + 2..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            steps.push(Json::from(r[..end].parse::<u64>().ok()?));
+            rest = &r[end + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(steps)
+}
+
+impl Compiler {
+    /// A rule entry of `x-kubernetes-validations`. Err: the API server refuses the
+    /// CRD (no rule, a rule that does not parse).
+    pub(crate) fn rule(&self, entry: &Json) -> Result<Rule, String> {
+        let Some(source) = entry.get("rule").and_then(Json::as_str) else {
+            return Err("a validation rule needs `rule`".to_string());
+        };
+        let program = parse(&self.env, source).map_err(|e| format!("rule `{source}` {e}"))?;
+        let refs = program.references();
+        let transition = refs.has_variable("oldSelf");
+        let unknown: Vec<String> = refs
+            .functions()
+            .into_iter()
+            // Operators are named `_+_`, `@in`, `!_`.
+            .filter(|f| !(f.starts_with(['_', '@', '!']) || SUPPORTED.contains(f)))
+            .map(str::to_string)
+            .collect();
+        drop(refs);
+        let unsupported = (!unknown.is_empty()).then(|| {
+            format!(
+                "it calls {}, which meshward does not implement",
+                unknown.join(", ")
+            )
+        });
+        let field_path = match entry.get("fieldPath").and_then(Json::as_str) {
+            Some(p) => {
+                field_path(p).ok_or_else(|| format!("fieldPath {p:?} is not a path to a field"))?
+            }
+            None => Vec::new(),
+        };
+        let message_expression = entry
+            .get("messageExpression")
+            .and_then(Json::as_str)
+            .and_then(|m| parse(&self.env, m).ok());
+        Ok(Rule {
+            comprehensions: count_comprehensions(source),
+            source: source.to_string(),
+            program: Some(program),
+            unsupported,
+            message: entry
+                .get("message")
+                .and_then(Json::as_str)
+                .filter(|m| !m.trim().is_empty())
+                .map(str::to_string),
+            message_expression,
+            field_path,
+            transition,
+        })
+    }
+
+    pub(crate) fn evaluator(&self) -> Evaluator<'static> {
+        let mut root = Context::with_env(self.env.clone());
+        url_library(&mut root);
+        Evaluator { root }
+    }
+}
+
+/// Comprehension macros in a rule: each can multiply the work by the size of what
+/// it walks.
+fn count_comprehensions(source: &str) -> u32 {
+    [".all(", ".exists(", ".exists_one(", ".map(", ".filter("]
+        .iter()
+        .map(|m| source.matches(m).count() as u32)
+        .sum()
+}
+
+/// What evaluating the rules of one node found.
+#[derive(Default)]
+pub(crate) struct Found {
+    pub(crate) violations: Vec<Violation>,
+    pub(crate) cost: u64,
+}
+
+/// Evaluates rules; one per thread (contexts are not shared between threads).
+pub(crate) struct Evaluator<'c> {
+    root: Context<'c, 'static>,
+}
+
+fn size_of(v: &Json) -> u64 {
+    match v {
+        Json::Array(a) => 1 + a.iter().map(size_of).sum::<u64>(),
+        Json::Object(m) => 1 + m.values().map(size_of).sum::<u64>(),
+        _ => 1,
+    }
+}
+
+impl Evaluator<'_> {
+    /// Evaluates `rules` (of schema node `s`) on `v`, the value at `path`.
+    pub(crate) fn run(&mut self, rules: &[Rule], s: &Node, v: &Json, path: &[Json]) -> Found {
+        let mut found = Found::default();
+        let mut value: Option<Value> = None;
+        let size = size_of(v);
+        for rule in rules {
+            if rule.transition {
+                // Not evaluated on create; the CRD finding says so once.
+                continue;
+            }
+            let at = || {
+                let mut p = path.to_vec();
+                p.extend(rule.field_path.iter().cloned());
+                p
+            };
+            if let Some(why) = &rule.unsupported {
+                found.violations.push(Violation {
+                    path: at(),
+                    message: format!("rule `{}` was not evaluated: {why}", rule.source),
+                    unchecked: true,
+                    by_rule: true,
+                });
+                continue;
+            }
+            let cost =
+                (rule.source.len() as u64).saturating_mul(size.saturating_pow(rule.comprehensions));
+            if cost > MAX_COST {
+                found.violations.push(Violation {
+                    path: at(),
+                    message: format!(
+                        "rule `{}` was not evaluated: on this value it could take about {cost} steps, above meshward's bound of {MAX_COST}",
+                        rule.source
+                    ),
+                    unchecked: true,
+                    by_rule: true,
+                });
+                continue;
+            }
+            found.cost = found.cost.saturating_add(cost);
+            let Some(program) = &rule.program else {
+                continue;
+            };
+            let value = value.get_or_insert_with(|| to_cel(s, v)).clone();
+            let mut ctx = self.root.new_inner_scope();
+            ctx.add_variable_from_value("self", value);
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(&ctx)));
+            match result {
+                Ok(Ok(Value::Bool(true))) => {}
+                Ok(Ok(Value::Bool(false))) => {
+                    let message = rule
+                        .message_expression
+                        .as_ref()
+                        .and_then(|m| match m.execute(&ctx) {
+                            Ok(Value::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
+                            _ => None,
+                        })
+                        .or_else(|| rule.message.clone())
+                        .unwrap_or_else(|| format!("failed rule: {}", rule.source));
+                    found.violations.push(Violation {
+                        path: at(),
+                        message: format!("{message} (rule `{}`)", rule.source),
+                        unchecked: false,
+                    by_rule: true,
+                    });
+                }
+                Ok(Ok(other)) => found.violations.push(Violation {
+                    path: at(),
+                    message: format!(
+                        "rule `{}` was not evaluated: it returned {other:?}, not true or false",
+                        rule.source
+                    ),
+                    unchecked: true,
+                    by_rule: true,
+                }),
+                Ok(Err(e)) if gap(&e) => found.violations.push(Violation {
+                    path: at(),
+                    message: format!("rule `{}` was not evaluated: {e}", rule.source),
+                    unchecked: true,
+                    by_rule: true,
+                }),
+                Ok(Err(e)) => found.violations.push(Violation {
+                    path: at(),
+                    message: format!(
+                        "rule `{}` fails to evaluate ({e}); the API server refuses an object whose rule errors",
+                        rule.source
+                    ),
+                    unchecked: false,
+                    by_rule: true,
+                }),
+                Err(_) => found.violations.push(Violation {
+                    path: at(),
+                    message: format!("rule `{}` was not evaluated: the CEL interpreter failed on it", rule.source),
+                    unchecked: true,
+                    by_rule: true,
+                }),
+            }
+        }
+        found
+    }
+}
+
+/// Errors that say meshward's interpreter lacks something, not that the object is
+/// wrong: the API server type-checks rules when the CRD is created, so a rule it
+/// admitted does not call what does not exist.
+fn gap(e: &ExecutionError) -> bool {
+    matches!(
+        e,
+        ExecutionError::NoSuchOverload(_)
+            | ExecutionError::UndeclaredReference(_)
+            | ExecutionError::NotSupportedAsMethod { .. }
+            | ExecutionError::InternalError(_)
+    )
+}
+
+/// The value a rule sees as `self`: fields the schema does not know are dropped
+/// (the API server prunes them), defaults filled in, numbers typed by the schema.
+pub(crate) fn to_cel(s: &Node, v: &Json) -> Value {
+    match v {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => {
+            if s.ty == Some(Ty::Number) {
+                Value::Float(n.as_f64().unwrap_or(0.0))
+            } else if let Some(i) = n.as_i64() {
+                Value::Int(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::UInt(u)
+            } else {
+                let f = n.as_f64().unwrap_or(0.0);
+                if f.fract() == 0.0 && f.abs() < 9.0e15 {
+                    Value::Int(f as i64)
+                } else {
+                    Value::Float(f)
+                }
+            }
+        }
+        Json::String(t) => Value::String(Arc::new(t.clone())),
+        Json::Array(items) => {
+            let empty = Node::default();
+            let item = s.items.as_deref().unwrap_or(&empty);
+            Value::List(Arc::new(items.iter().map(|i| to_cel(item, i)).collect()))
+        }
+        Json::Object(map) => {
+            let empty = Node::default();
+            let mut out: HashMap<Key, Value> = HashMap::with_capacity(map.len());
+            for (k, value) in map {
+                let child = match s.properties.binary_search_by(|p| p.0.as_str().cmp(k)) {
+                    Ok(i) => Some(&s.properties[i].1),
+                    Err(_) => match &s.additional {
+                        Some(a) => Some(a.as_ref()),
+                        None if s.properties.is_empty() || s.ty.is_none() => Some(&empty),
+                        None => None,
+                    },
+                };
+                if let Some(child) = child {
+                    if value.is_null() && s.ty.is_some() {
+                        continue;
+                    }
+                    out.insert(Key::from(k.clone()), to_cel(child, value));
+                }
+            }
+            for (k, child) in &s.properties {
+                if !map.contains_key(k) {
+                    if let Some(d) = &child.default {
+                        out.insert(Key::from(k.clone()), to_cel(child, d));
+                    }
+                }
+            }
+            Value::Map(Map { map: Arc::new(out) })
+        }
+    }
+}
+
+/// The Kubernetes URL library: `url()` returns the URL (as its text, which the
+/// accessors parse), `isURL()`, and the accessors CRDs use.
+fn url_library(ctx: &mut Context) {
+    fn parsed(s: &str) -> Result<url::Url, ExecutionError> {
+        url::Url::parse(s)
+            .map_err(|e| ExecutionError::function_error("url", format!("{s:?} is not a URL: {e}")))
+    }
+    let _ = ctx.add_function(
+        "url",
+        |s: Arc<String>| -> Result<Arc<String>, ExecutionError> { parsed(&s).map(|_| s) },
+    );
+    let _ = ctx.add_function("isURL", |s: Arc<String>| url::Url::parse(&s).is_ok());
+    let _ = ctx.add_function(
+        "getScheme",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Result<Arc<String>, ExecutionError> {
+            parsed(&s).map(|u| Arc::new(u.scheme().to_string()))
+        },
+    );
+    let _ = ctx.add_function(
+        "getHost",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Result<Arc<String>, ExecutionError> {
+            parsed(&s).map(|u| {
+                let host = u.host_str().unwrap_or("");
+                Arc::new(match u.port() {
+                    Some(p) => format!("{host}:{p}"),
+                    None => host.to_string(),
+                })
+            })
+        },
+    );
+    let _ = ctx.add_function(
+        "getHostname",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Result<Arc<String>, ExecutionError> {
+            parsed(&s).map(|u| Arc::new(u.host_str().unwrap_or("").trim_matches(['[', ']']).to_string()))
+        },
+    );
+    let _ = ctx.add_function(
+        "getPort",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Result<Arc<String>, ExecutionError> {
+            parsed(&s).map(|u| Arc::new(u.port().map(|p| p.to_string()).unwrap_or_default()))
+        },
+    );
+    let _ = ctx.add_function(
+        "getEscapedPath",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Result<Arc<String>, ExecutionError> {
+            parsed(&s).map(|u| Arc::new(u.path().to_string()))
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(rule: &str, schema: Json, value: Json) -> Vec<Violation> {
+        let c = Compiler::default();
+        let (node, errors) = super::super::structural::compile(&schema, &c);
+        assert!(errors.is_empty(), "{errors:?}");
+        let mut e = c.evaluator();
+        let r = c
+            .rule(&serde_json::json!({"rule": rule, "message": "broken"}))
+            .unwrap();
+        e.run(&[r], &node, &value, &[]).violations
+    }
+
+    #[test]
+    fn rules_as_the_api_server_evaluates_them() {
+        let s = serde_json::json!({"type": "object", "properties": {
+            "ports": {"type": "array", "items": {"type": "integer"}},
+            "address": {"type": "string"}}});
+        assert!(eval(
+            "self.ports.all(p, p > 0 && p <= 65535)",
+            s.clone(),
+            serde_json::json!({"ports": [80]})
+        )
+        .is_empty());
+        assert_eq!(
+            eval(
+                "self.ports.all(p, p <= 65535)",
+                s.clone(),
+                serde_json::json!({"ports": [70000]})
+            )
+            .len(),
+            1
+        );
+        // Absent field: an evaluation error, which refuses the object.
+        let v = eval(
+            "self.address.startsWith('unix://')",
+            s.clone(),
+            serde_json::json!({}),
+        );
+        assert_eq!(v.len(), 1);
+        assert!(!v[0].unchecked, "{v:?}");
+        assert!(
+            eval(
+                "!has(self.address) || self.address.substring(7, 8) != '/'",
+                s.clone(),
+                serde_json::json!({"address": "unix:///x"})
+            )
+            .len()
+                == 1
+        );
+        // An index past the end is an error, as on `unix://` alone.
+        assert_eq!(
+            eval(
+                "self.address.substring(7, 8) != ''",
+                s.clone(),
+                serde_json::json!({"address": "unix://"})
+            )
+            .len(),
+            1
+        );
+        assert!(eval(
+            "isURL(self.address) && url(self.address).getScheme() == 'https'",
+            s.clone(),
+            serde_json::json!({"address": "https://x.example/jwks"})
+        )
+        .is_empty());
+        let v = eval(
+            "self.address.isSorted()",
+            s,
+            serde_json::json!({"address": "a"}),
+        );
+        assert!(v[0].unchecked, "{v:?}");
+    }
+}

@@ -1,0 +1,461 @@
+//! The API server's net: every object of a kind a CustomResourceDefinition defines is
+//! checked against that CRD's schema and CEL rules, as the API server would on
+//! apply, so a change it will refuse fails in review and not at sync time after
+//! merge. The repository's CRDs (and `.meshward.yaml` `schemas:`) decide for the
+//! versions they define; meshward's own schemas of the Istio kinds it claims
+//! (src/schema/istio) stand in where the repository has none.
+//!
+//! Not JSON Schema: the API server prunes unknown and null fields, reads
+//! `nullable`, `x-kubernetes-int-or-string` and list types, and evaluates CEL at
+//! every node; one walk here does all of it (see `structural`).
+
+mod cel;
+mod formats;
+mod structural;
+
+use crate::finding::{Finding, Severity, Status};
+use crate::manifest::{api_group, Resource};
+use rayon::prelude::*;
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use structural::{field_name, Node};
+
+/// Findings past this many on one object are left out (the first say enough).
+const MAX_VIOLATIONS_PER_OBJECT: usize = 20;
+
+pub const INVALID: &str = "schema/invalid";
+pub const NOT_CHECKED: &str = "schema/not-checked";
+
+/// Where a schema came from, for messages.
+#[derive(Debug, Clone)]
+enum Source {
+    Repository { crd: String, file: String },
+    BuiltIn,
+}
+
+struct Version {
+    schema: Node,
+    served: bool,
+}
+
+struct Definition {
+    source: Source,
+    group: String,
+    kind: String,
+    versions: Vec<(String, Option<Version>)>,
+}
+
+impl Definition {
+    fn describe(&self, version: &str) -> String {
+        match &self.source {
+            Source::Repository { crd, file } => {
+                format!("CustomResourceDefinition {crd} ({file}), version {version}")
+            }
+            Source::BuiltIn => format!(
+                "Istio's CRD of {}/{version} {}, built into meshward",
+                self.group, self.kind
+            ),
+        }
+    }
+}
+
+/// A schema finding, and whether a CEL rule (rather than the schema's types) made it.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub finding: Finding,
+    pub by_rule: bool,
+}
+
+impl From<Finding> for Checked {
+    fn from(finding: Finding) -> Self {
+        Checked {
+            finding,
+            by_rule: false,
+        }
+    }
+}
+
+/// The CRDs one revision's objects are checked against.
+pub struct Catalog {
+    by_kind: HashMap<(String, String), Arc<Definition>>,
+    /// Findings about the CRDs themselves.
+    findings: Vec<Finding>,
+}
+
+fn compiler() -> &'static cel::Compiler {
+    static C: OnceLock<cel::Compiler> = OnceLock::new();
+    C.get_or_init(cel::Compiler::default)
+}
+
+/// meshward's schemas of the Istio kinds it claims, compiled once.
+fn built_in() -> &'static HashMap<(String, String), Arc<Definition>> {
+    static B: OnceLock<HashMap<(String, String), Arc<Definition>>> = OnceLock::new();
+    B.get_or_init(|| {
+        let mut out = HashMap::new();
+        for text in BUILT_IN {
+            let Ok(body) = yaml_serde::from_str::<Json>(text) else {
+                continue;
+            };
+            let (def, _) = definition(&body, Source::BuiltIn);
+            if let Some(def) = def {
+                out.insert((def.group.clone(), def.kind.clone()), Arc::new(def));
+            }
+        }
+        out
+    })
+}
+
+const BUILT_IN: &[&str] = &[
+    include_str!("istio/serviceentry.yaml"),
+    include_str!("istio/workloadentry.yaml"),
+    include_str!("istio/workloadgroup.yaml"),
+    include_str!("istio/sidecar.yaml"),
+    include_str!("istio/peerauthentication.yaml"),
+    include_str!("istio/authorizationpolicy.yaml"),
+    include_str!("istio/requestauthentication.yaml"),
+    include_str!("istio/telemetry.yaml"),
+];
+
+fn is_crd(r: &Resource) -> bool {
+    r.kind == "CustomResourceDefinition" && api_group(&r.api_version) == "apiextensions.k8s.io"
+}
+
+/// A CRD object as versions of compiled schemas; problems as (path, message).
+fn definition(body: &Json, source: Source) -> (Option<Definition>, Vec<(Vec<Json>, String)>) {
+    let mut problems = Vec::new();
+    let spec = &body["spec"];
+    let (Some(group), Some(kind)) = (spec["group"].as_str(), spec["names"]["kind"].as_str()) else {
+        problems.push((
+            vec![Json::from("spec")],
+            "a CRD needs spec.group and spec.names.kind".to_string(),
+        ));
+        return (None, problems);
+    };
+    let mut versions = Vec::new();
+    let shared = spec["validation"]["openAPIV3Schema"]
+        .as_object()
+        .map(|_| &spec["validation"]["openAPIV3Schema"]);
+    let listed = spec["versions"].as_array().cloned().unwrap_or_default();
+    let listed: Vec<Json> = if listed.is_empty() {
+        // apiextensions v1beta1 with one `version`.
+        spec["version"]
+            .as_str()
+            .map(|v| vec![serde_json::json!({"name": v, "served": true})])
+            .unwrap_or_default()
+    } else {
+        listed
+    };
+    for (i, v) in listed.iter().enumerate() {
+        let Some(name) = v["name"].as_str() else {
+            continue;
+        };
+        let served = v["served"].as_bool().unwrap_or(true);
+        let schema = v["schema"]["openAPIV3Schema"]
+            .as_object()
+            .map(|_| &v["schema"]["openAPIV3Schema"])
+            .or(shared);
+        let compiled = schema.map(|s| {
+            let (node, errors) = structural::compile(s, compiler());
+            for e in errors {
+                problems.push((
+                    vec![
+                        Json::from("spec"),
+                        Json::from("versions"),
+                        Json::from(i),
+                        Json::from("schema"),
+                    ],
+                    format!("version {name}, {}: {}", e.at, e.message),
+                ));
+            }
+            for rule in transition_rules(&node) {
+                problems.push((
+                    vec![Json::from("spec"), Json::from("versions"), Json::from(i)],
+                    format!("version {name}: rule `{rule}` compares an object with its previous state (oldSelf); the API server checks it on update against what the cluster holds, which meshward cannot see: not evaluated"),
+                ));
+            }
+            Version {
+                schema: node,
+                served,
+            }
+        });
+        versions.push((name.to_string(), compiled));
+    }
+    (
+        Some(Definition {
+            source,
+            group: group.to_string(),
+            kind: kind.to_string(),
+            versions,
+        }),
+        problems,
+    )
+}
+
+fn transition_rules(node: &Node) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        out.extend(
+            n.rules
+                .iter()
+                .filter(|r| r.transition)
+                .map(|r| r.source.clone()),
+        );
+        stack.extend(n.properties.iter().map(|p| &p.1));
+        stack.extend(n.additional.as_deref());
+        stack.extend(n.items.as_deref());
+    }
+    out
+}
+
+fn finding(
+    r: &Resource,
+    rule: &str,
+    severity: Severity,
+    path: Vec<Json>,
+    message: String,
+) -> Finding {
+    let (file, line, note) = r.locate(&path);
+    Finding {
+        rule: rule.to_string(),
+        severity,
+        status: Status::Existing,
+        resource: Some(r.reference()),
+        file,
+        line,
+        path,
+        message: match note {
+            Some(note) => format!("{message} ({note})"),
+            None => message,
+        },
+        istio_code: None,
+        subjects: Vec::new(),
+        unchecked: false,
+        occurrence: None,
+        cluster: None,
+    }
+}
+
+impl Catalog {
+    /// The CRDs among `resources` and `extra` (from `schemas:`), compiled.
+    pub fn of(resources: &[Resource], extra: &[Resource]) -> Catalog {
+        let mut by_kind = HashMap::new();
+        let mut findings = Vec::new();
+        for r in resources.iter().chain(extra).filter(|r| is_crd(r)) {
+            let (def, problems) = definition(
+                &r.body,
+                Source::Repository {
+                    crd: r.name.clone(),
+                    file: r.file.clone(),
+                },
+            );
+            for (path, message) in problems {
+                let not_evaluated = message.contains("not evaluated");
+                let text = if not_evaluated {
+                    format!("CustomResourceDefinition {}: {message}.", r.name)
+                } else {
+                    format!(
+                        "The API server refuses CustomResourceDefinition {}: {message}. Until it is fixed no object of the kind can be applied, and meshward checks them against what of the schema compiled.",
+                        r.name
+                    )
+                };
+                let (rule, severity) = if not_evaluated {
+                    (NOT_CHECKED, Severity::Info)
+                } else {
+                    (INVALID, Severity::Error)
+                };
+                findings.push(finding(r, rule, severity, path, text));
+            }
+            if let Some(def) = def {
+                by_kind
+                    .entry((def.group.clone(), def.kind.clone()))
+                    .or_insert_with(|| Arc::new(def));
+            }
+        }
+        Catalog { by_kind, findings }
+    }
+
+    fn lookup<'a>(&'a self, r: &'a Resource) -> Option<(&'a Definition, &'a str)> {
+        let group = api_group(&r.api_version);
+        let version = r
+            .api_version
+            .rsplit_once('/')
+            .map(|(_, v)| v)
+            .unwrap_or(&r.api_version);
+        let key = (group.to_string(), r.kind.clone());
+        if let Some(d) = self.by_kind.get(&key) {
+            return Some((d, version));
+        }
+        let d = built_in().get(&key)?;
+        // The built-in schemas claim only the versions Istio serves.
+        d.versions
+            .iter()
+            .any(|(v, _)| v == version)
+            .then_some((d.as_ref(), version))
+    }
+
+    /// Checks every object a CRD of the catalog defines.
+    pub fn check(&self, resources: &[Resource]) -> Vec<Checked> {
+        let mut out: Vec<Checked> = self.findings.iter().cloned().map(Checked::from).collect();
+        let found: Vec<Vec<Checked>> = resources
+            .par_iter()
+            .filter(|r| !is_crd(r))
+            .map_init(
+                || compiler().evaluator(),
+                |eval, r| match self.lookup(r) {
+                    Some((def, version)) => check_one(def, version, r, eval),
+                    None => Vec::new(),
+                },
+            )
+            .collect();
+        out.extend(found.into_iter().flatten());
+        out
+    }
+}
+
+fn check_one(
+    def: &Definition,
+    version: &str,
+    r: &Resource,
+    eval: &mut cel::Evaluator,
+) -> Vec<Checked> {
+    let what = format!(
+        "{} {}",
+        r.kind,
+        match &r.namespace {
+            Some(ns) => format!("{ns}/{}", r.name),
+            None => r.name.clone(),
+        }
+    );
+    let Some((_, compiled)) = def.versions.iter().find(|(v, _)| v == version) else {
+        let served: Vec<&str> = def.versions.iter().map(|(v, _)| v.as_str()).collect();
+        return vec![finding(
+            r,
+            INVALID,
+            Severity::Error,
+            vec![Json::from("apiVersion")],
+            format!(
+                "The API server refuses {what}: {} defines versions {} of {}, not {version} (\"no matches for kind\"), so Argo CD and Flux fail to sync it after merge. Use one of the versions the CRD defines.",
+                def.describe(version),
+                served.join(", "),
+                r.kind
+            ),
+        )
+        .into()];
+    };
+    let Some(compiled) = compiled else {
+        // A version without a schema: the API server keeps whatever it is given.
+        return Vec::new();
+    };
+    if !compiled.served {
+        return vec![finding(
+            r,
+            INVALID,
+            Severity::Error,
+            vec![Json::from("apiVersion")],
+            format!(
+                "The API server refuses {what}: version {version} is not served ({}), so Argo CD and Flux fail to sync it after merge. Use a served version.",
+                def.describe(version)
+            ),
+        )
+        .into()];
+    }
+    let outcome = structural::validate(&compiled.schema, &r.body, eval, MAX_VIOLATIONS_PER_OBJECT);
+    let source = def.describe(version);
+    outcome
+        .violations
+        .into_iter()
+        .map(|v| {
+            let by_rule = v.by_rule;
+            let field = field_name(&v.path);
+            let field = if field.is_empty() { "the object".to_string() } else { field };
+            let finding = if v.unchecked {
+                finding(
+                    r,
+                    NOT_CHECKED,
+                    Severity::Error,
+                    v.path,
+                    format!(
+                        "{what}: {field}: {} ({source}). meshward cannot tell whether the API server accepts it; check it with `kubectl apply --dry-run=server`, or set `rules: {{{NOT_CHECKED}: warning}}` to accept the gap.",
+                        v.message
+                    ),
+                )
+            } else if v.message.starts_with("unknown field") {
+                finding(
+                    r,
+                    INVALID,
+                    Severity::Error,
+                    v.path,
+                    format!(
+                        "{what}: {field}: the schema has no such field ({source}). kubectl and Argo CD refuse the object (strict field validation); applied without it (Flux's server-side apply), the API server drops the field and it does nothing. Check the spelling and indentation against the CRD."
+                    ),
+                )
+            } else {
+                finding(
+                    r,
+                    INVALID,
+                    Severity::Error,
+                    v.path,
+                    format!(
+                        "The API server refuses {what}: {field}: {} ({source}). Argo CD and Flux fail to sync it after merge, and the cluster keeps the previous version. Fix the field.",
+                        v.message
+                    ),
+                )
+            };
+            Checked { finding, by_rule }
+        })
+        .collect()
+}
+
+/// Rules (ids or prefixes) that restate an API-server refusal with what happens at
+/// runtime: where one reports on an object's line, the schema finding is left out.
+pub const RESTATING: &[&str] = &[
+    "serviceentry/",
+    "workloadentry/address-required",
+    "workloadentry/invalid-address",
+    "workloadgroup/template-required",
+    "workloadgroup/probe-multiple-methods",
+    "workloadgroup/probe-incomplete",
+    "authz/selector-and-target-ref",
+    "authz/service-accounts-with-principals",
+    "mtls/port-level-requires-selector",
+    "selector/wildcard-value",
+    "schema/invalid",
+];
+
+/// Adds the schema findings to the rest, but not where a rule of [`RESTATING`]
+/// already reports an error: it says the same refusal with what happens at runtime.
+/// A finding of a CEL rule gives way to any such error on its object (the rules span
+/// fields, and so do the rules that restate them); a finding of the schema's types to
+/// one on the same line.
+pub fn merge_restated(findings: &mut Vec<Finding>, schema: Vec<Checked>) {
+    use std::collections::HashSet;
+    let restating: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error && f.resource.is_some())
+        .filter(|f| RESTATING.iter().any(|r| f.rule.starts_with(r)))
+        .collect();
+    let lines: HashSet<(Option<String>, &str, u32)> = restating
+        .iter()
+        .map(|f| (f.resource.as_ref().map(|r| r.id()), f.file.as_str(), f.line))
+        .collect();
+    let objects: HashSet<String> = restating
+        .iter()
+        .filter(|f| f.rule != INVALID)
+        .filter_map(|f| f.resource.as_ref().map(|r| r.id()))
+        .collect();
+    let keep: Vec<Finding> = schema
+        .into_iter()
+        .filter(|c| {
+            let f = &c.finding;
+            let id = f.resource.as_ref().map(|r| r.id());
+            f.rule != INVALID
+                || id.is_none()
+                || !(lines.contains(&(id.clone(), f.file.as_str(), f.line))
+                    || (c.by_rule && id.as_ref().is_some_and(|id| objects.contains(id))))
+        })
+        .map(|c| c.finding)
+        .collect();
+    findings.extend(keep);
+}

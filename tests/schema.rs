@@ -1,0 +1,296 @@
+//! The API server's net (schema/): objects checked against the repository's CRDs (a
+//! Widget kind of our own with three CEL rules), an Istio-like CRD that overrides
+//! meshward's built-in schema, `.meshward.yaml` `schemas:`, and meshward's schemas and
+//! webhook checks of the Istio kinds against one document per constraint class.
+
+use crate::common;
+
+use common::*;
+use meshward::finding::{Severity, Status};
+use std::path::Path;
+
+/// (object name, file:line, field) of each schema/invalid finding, sorted.
+fn invalid(report: &meshward::report::Report) -> Vec<String> {
+    let mut out: Vec<String> = with_rule(report, "schema/invalid")
+        .iter()
+        .map(|f| {
+            let field = f
+                .message
+                .split(": ")
+                .find(|part| part.starts_with("spec") || part.starts_with("apiVersion"))
+                .unwrap_or("")
+                .to_string();
+            format!(
+                "{} {}:{} {}",
+                f.resource.as_ref().map(|r| r.name.as_str()).unwrap_or(""),
+                f.file,
+                f.line,
+                field
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_repository_crd_checks_its_objects_with_its_schema_and_cel_rules() {
+    let report = check_dir(&fixtures().join("schema/widget"));
+    assert_eq!(
+        invalid(&report),
+        [
+            "bad-endpoint apps/widgets.yaml:72 spec.endpoint",
+            "bad-enum apps/widgets.yaml:24 spec.size",
+            "bad-field apps/widgets.yaml:89 spec.replicaz",
+            "bad-maximum apps/widgets.yaml:33 spec.replicas",
+            "bad-pattern apps/widgets.yaml:42 spec.owner",
+            "bad-port apps/widgets.yaml:53 spec.ports[0].port",
+            "bad-replicas apps/widgets.yaml:63 spec.minReplicas",
+            "bad-required apps/widgets.yaml:79 spec.size",
+            "bad-type apps/widgets.yaml:98 spec.replicas",
+            "bad-version apps/widgets.yaml:100 ",
+        ]
+    );
+    let by_name = |name: &str| {
+        with_rule(&report, "schema/invalid")
+            .into_iter()
+            .find(|f| f.resource.as_ref().is_some_and(|r| r.name == name))
+            .map(|f| f.message.clone())
+            .unwrap_or_default()
+    };
+    // The CEL rule's own message, the rule, and what happens after merge.
+    let m = by_name("bad-replicas");
+    assert!(m.contains("minReplicas may not exceed replicas"), "{m}");
+    assert!(m.contains("Argo CD and Flux fail to sync it"), "{m}");
+    assert!(m.contains("widgets.example.com (crds/widget.yaml)"), "{m}");
+    let m = by_name("bad-version");
+    assert!(m.contains("version v1beta1 is not served"), "{m}");
+    assert!(by_name("bad-field").contains("drops the field"));
+    assert_eq!(report.summary.verdict, meshward::report::Verdict::Fail);
+}
+
+#[test]
+fn the_repository_crd_decides_for_its_versions_and_meshward_schemas_stand_in_without_one() {
+    let istio_like = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: serviceentries.networking.istio.io
+spec:
+  group: networking.istio.io
+  names: {kind: ServiceEntry, plural: serviceentries}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+              x-kubernetes-validations:
+                - rule: size(self.hosts) <= 1
+                  message: one host per ServiceEntry in this cluster
+"#;
+    let entry = |name: &str, version: &str, extra: &str| {
+        let hosts = if name == "two-hosts" {
+            "a.example.com, b.example.com"
+        } else {
+            "a.example.com"
+        };
+        format!(
+            "---\napiVersion: networking.istio.io/{version}\nkind: ServiceEntry\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  hosts: [{hosts}]\n  location: MESH_EXTERNAL\n  resolution: DNS\n  ports:\n    - number: 443\n      name: tls\n      protocol: TLS\n{extra}"
+        )
+    };
+    let objects = [
+        entry("two-hosts", "v1", ""),
+        entry("older-version", "v1beta1", ""),
+        entry("extra-field", "v1", "  exportToo: ['.']\n"),
+    ]
+    .concat();
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("crd.yaml"), istio_like).expect("write");
+    std::fs::write(dir.path().join("entries.yaml"), &objects).expect("write");
+    let report = check_dir(dir.path());
+    let got = invalid(&report);
+    // The repository's CRD: its CEL rule, its versions, its leniency on fields.
+    assert!(got.iter().any(|g| g.starts_with("two-hosts")), "{got:?}");
+    assert!(
+        got.iter().any(|g| g.starts_with("older-version")),
+        "{got:?}"
+    );
+    assert!(!got.iter().any(|g| g.starts_with("extra-field")), "{got:?}");
+    // Without it, meshward's schema of ServiceEntry knows no `exportToo`.
+    std::fs::remove_file(dir.path().join("crd.yaml")).expect("rm");
+    let report = check_dir(dir.path());
+    let got = invalid(&report);
+    assert!(
+        got.iter()
+            .any(|g| g.starts_with("extra-field") && g.ends_with("spec.exportToo")),
+        "{got:?}"
+    );
+    assert!(
+        !got.iter().any(|g| g.starts_with("older-version")),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn schemas_in_the_config_add_crds_the_manifests_do_not_hold() {
+    let repo = GitRepo::new();
+    let src = fixtures().join("schema/widget");
+    copy_tree(&src, &repo.path());
+    repo.write(
+        ".meshward.yaml",
+        "paths:\n  exclude: [\"crds/**\"]\nschemas: [crds/, vendor/missing]\n",
+    );
+    repo.commit("widgets");
+    let report = check_dir(&repo.path());
+    assert_eq!(invalid(&report).len(), 10, "{:?}", invalid(&report));
+    let missing = with_rule(&report, "schema/not-checked");
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert!(missing[0].message.contains("vendor/missing"));
+    assert_eq!(missing[0].severity, Severity::Warning);
+}
+
+fn widget_crd(rule: &str, pattern: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {{kind: Widget, plural: widgets}}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                owner: {{type: string, pattern: '{pattern}'}}
+                sizes: {{type: array, items: {{type: integer}}}}
+              x-kubernetes-validations:
+                - rule: "{rule}"
+"#
+    )
+}
+
+fn widget(sizes: &str) -> String {
+    format!("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: shop\nspec:\n  sizes: {sizes}\n")
+}
+
+#[test]
+fn a_rule_meshward_cannot_evaluate_is_said_and_a_change_to_its_object_does_not_pass() {
+    let repo = GitRepo::new();
+    let crd = widget_crd("self.sizes.isSorted()", "^[a-z]+$");
+    let base = repo.commit_files(&[("crd.yaml", &crd), ("w.yaml", &widget("[1, 2]"))], "base");
+    let head = repo.commit_files(&[("crd.yaml", &crd), ("w.yaml", &widget("[2, 1]"))], "head");
+    let report = check_change(&repo, &base, &head);
+    let gaps = with_rule(&report, "schema/not-checked");
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    assert_eq!(gaps[0].status, Status::Existing);
+    assert!(gaps[0].message.contains("isSorted"), "{}", gaps[0].message);
+    assert!(gaps[0].message.contains("does not pass unchecked"));
+    assert_eq!(report.summary.verdict, meshward::report::Verdict::Fail);
+    // A change elsewhere leaves the same gap on an untouched object: it does not block.
+    let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+    let other = repo.commit_files(
+        &[
+            ("crd.yaml", &crd),
+            ("w.yaml", &widget("[2, 1]")),
+            ("ns.yaml", namespace),
+        ],
+        "other",
+    );
+    let report = check_change(&repo, &head, &other);
+    assert_eq!(with_rule(&report, "schema/not-checked").len(), 1);
+    assert_eq!(report.summary.blocking, 0, "{:?}", report.findings);
+}
+
+#[test]
+fn a_crd_the_api_server_refuses_is_a_finding_on_the_crd() {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        dir.path().join("crd.yaml"),
+        widget_crd("self.sizes.all(s, s > 0", "^[a-z(+$"),
+    )
+    .expect("write");
+    std::fs::write(dir.path().join("w.yaml"), widget("[1]")).expect("write");
+    let report = check_dir(dir.path());
+    let on_crd: Vec<_> = with_rule(&report, "schema/invalid")
+        .into_iter()
+        .filter(|f| {
+            f.resource
+                .as_ref()
+                .is_some_and(|r| r.kind == "CustomResourceDefinition")
+        })
+        .collect();
+    assert_eq!(on_crd.len(), 2, "{on_crd:?}");
+    assert!(on_crd
+        .iter()
+        .any(|f| f.message.contains("does not compile")));
+    assert!(on_crd.iter().all(|f| f.file == "crd.yaml" && f.line > 1));
+}
+
+fn refusals(file: &Path) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::copy(file, dir.path().join("object.yaml")).expect("copy");
+    let report = check_dir(dir.path());
+    report
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .filter(|f| {
+            f.rule == "schema/invalid"
+                || meshward::schema::RESTATING
+                    .iter()
+                    .any(|r| f.rule.starts_with(r))
+        })
+        .map(|f| format!("{}:{} {}", f.rule, f.line, f.message))
+        .collect()
+}
+
+#[test]
+fn built_in_istio_schemas_refuse_every_invalid_document_and_accept_every_valid_one() {
+    let root = fixtures().join("schema/istio");
+    let mut wrong = Vec::new();
+    let mut counted = (0, 0);
+    for (sub, expect_refusal) in [("invalid", true), ("valid", false)] {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(sub))
+            .expect("fixtures/schema/istio")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            .collect();
+        files.sort();
+        for file in files {
+            let found = refusals(&file);
+            let name = file
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            if expect_refusal {
+                counted.0 += 1;
+                if found.is_empty() {
+                    wrong.push(format!("{sub}/{name}: accepted"));
+                }
+            } else {
+                counted.1 += 1;
+                if !found.is_empty() {
+                    wrong.push(format!("{sub}/{name}: refused: {found:?}"));
+                }
+            }
+        }
+    }
+    assert!(counted.0 >= 50 && counted.1 >= 30, "{counted:?}");
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
