@@ -145,14 +145,6 @@ test_internal_annotation if {
 # ---------------------------------------------------------------------------
 # Selectors and targetRefs
 
-test_selector_key_wildcard if {
-	rejects("AuthorizationPolicy", object.union(ap, {"selector": {"matchLabels": {"app*": "web"}}}), ["spec", "selector", "matchLabels", "app*"])
-	clean("AuthorizationPolicy", object.union(ap, {"selector": {"matchLabels": {"app": "web"}}}))
-	rejects("ServiceEntry", se_with({"resolution": "STATIC", "workloadSelector": {"labels": {"*": "web"}}}), ["spec", "workloadSelector", "labels", "*"])
-	# A * in the value is selector/wildcard-value's.
-	clean("AuthorizationPolicy", object.union(ap, {"selector": {"matchLabels": {"app*": "w*"}}}))
-}
-
 test_empty_selector_with_target_ref if {
 	ref := {"kind": "Gateway", "group": "gateway.networking.k8s.io", "name": "gw"}
 	rejects("AuthorizationPolicy", object.union(ap, {"selector": {}, "targetRef": ref}), ["spec", "targetRef"])

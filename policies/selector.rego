@@ -176,7 +176,7 @@ findings contains f if {
 		"resource": s.resource,
 		"path": invalid_path(s, bad),
 		"message": sprintf(
-			"%s has an invalid selector label %s=%s (%v): Istio rejects * in selector values and empty keys, so this %s is not applied. Name the exact label value (a selector cannot match by pattern).",
+			"%s has an invalid selector label %s=%s (%v): Istio rejects * in selector keys and values and empty keys, so this %s is not applied. Name the exact label value (a selector cannot match by pattern).",
 			[lib.display(s.resource), object.get(bad, "key", ""), object.get(bad, "value", ""), object.get(bad, "problem", "invalid"), s.kind],
 		),
 	}

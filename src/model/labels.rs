@@ -45,6 +45,8 @@ impl LabelsExt for Labels {
             .filter_map(|(k, v)| {
                 let problem = if k.is_empty() {
                     "key is empty"
+                } else if k.contains('*') {
+                    "key contains *: selector keys are exact, there are no wildcards"
                 } else if v.contains('*') {
                     "value contains *: selector values are exact, there are no wildcards"
                 } else {

@@ -18,6 +18,8 @@ const MAX_NESTING: usize = 32;
 /// unevaluated (said, not silently passed): the rule's length times the value's size
 /// to the power of its nested comprehensions.
 const MAX_COST: u64 = 20_000_000;
+/// Time the rules of one object may take, whatever the estimate said.
+const MAX_TIME_PER_OBJECT: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The functions rules may call: CEL's standard library and macros, the strings
 /// extension, and the Kubernetes URL library (added here).
@@ -218,7 +220,10 @@ impl Compiler {
     pub(crate) fn evaluator(&self) -> Evaluator<'static> {
         let mut root = Context::with_env(self.env.clone());
         url_library(&mut root);
-        Evaluator { root }
+        Evaluator {
+            root,
+            deadline: std::time::Instant::now() + MAX_TIME_PER_OBJECT,
+        }
     }
 }
 
@@ -241,6 +246,8 @@ pub(crate) struct Found {
 /// Evaluates rules; one per thread (contexts are not shared between threads).
 pub(crate) struct Evaluator<'c> {
     root: Context<'c, 'static>,
+    /// When the current object's rules must have finished.
+    deadline: std::time::Instant,
 }
 
 fn size_of(v: &Json) -> u64 {
@@ -252,6 +259,11 @@ fn size_of(v: &Json) -> u64 {
 }
 
 impl Evaluator<'_> {
+    /// Starts the time bound of the next object's rules.
+    pub(crate) fn start_object(&mut self) {
+        self.deadline = std::time::Instant::now() + MAX_TIME_PER_OBJECT;
+    }
+
     /// Evaluates `rules` (of schema node `s`) on `v`, the value at `path`.
     pub(crate) fn run(&mut self, rules: &[Rule], s: &Node, v: &Json, path: &[Json]) -> Found {
         let mut found = Found::default();
@@ -284,6 +296,19 @@ impl Evaluator<'_> {
                     message: format!(
                         "rule `{}` was not evaluated: on this value it could take about {cost} steps, above meshward's bound of {MAX_COST}",
                         rule.source
+                    ),
+                    unchecked: true,
+                    by_rule: true,
+                });
+                continue;
+            }
+            if std::time::Instant::now() > self.deadline {
+                found.violations.push(Violation {
+                    path: at(),
+                    message: format!(
+                        "rule `{}` was not evaluated: this object's rules took longer than meshward's bound of {} ms",
+                        rule.source,
+                        MAX_TIME_PER_OBJECT.as_millis()
                     ),
                     unchecked: true,
                     by_rule: true,
@@ -429,6 +454,7 @@ pub(crate) fn to_cel(s: &Node, v: &Json) -> Value {
 /// The Kubernetes URL library: `url()` returns the URL (as its text, which the
 /// accessors parse), `isURL()`, and the accessors CRDs use.
 fn url_library(ctx: &mut Context) {
+    ip_library(ctx);
     fn parsed(s: &str) -> Result<url::Url, ExecutionError> {
         url::Url::parse(s)
             .map_err(|e| ExecutionError::function_error("url", format!("{s:?} is not a URL: {e}")))
@@ -472,6 +498,56 @@ fn url_library(ctx: &mut Context) {
         "getEscapedPath",
         |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Result<Arc<String>, ExecutionError> {
             parsed(&s).map(|u| Arc::new(u.path().to_string()))
+        },
+    );
+}
+
+/// The Kubernetes IP and CIDR library, as far as CRD rules use it: `isIP()`,
+/// `isCIDR()`, and `ip()`/`cidr()` (which return their text, or fail on a bad one).
+/// As the API server parses them: no zones, no IPv4-mapped IPv6 addresses.
+fn ip_library(ctx: &mut Context) {
+    fn ip_ok(s: &str) -> bool {
+        match s.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V6(v6)) => v6.to_ipv4_mapped().is_none(),
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    }
+    fn cidr_ok(s: &str) -> bool {
+        // No leading zeros in the prefix length, as Go's netip parses it.
+        s.split_once('/').is_some_and(|(ip, bits)| {
+            let max = if ip.contains(':') { 128 } else { 32 };
+            ip_ok(ip)
+                && (bits == "0" || !bits.starts_with('0'))
+                && bits.parse::<u8>().is_ok_and(|b| b <= max)
+        })
+    }
+    let _ = ctx.add_function("isIP", |s: Arc<String>| ip_ok(&s));
+    let _ = ctx.add_function("isCIDR", |s: Arc<String>| cidr_ok(&s));
+    let _ = ctx.add_function(
+        "ip",
+        |s: Arc<String>| -> Result<Arc<String>, ExecutionError> {
+            if ip_ok(&s) {
+                Ok(s)
+            } else {
+                Err(ExecutionError::function_error(
+                    "ip",
+                    format!("{s:?} is not an IP address"),
+                ))
+            }
+        },
+    );
+    let _ = ctx.add_function(
+        "cidr",
+        |s: Arc<String>| -> Result<Arc<String>, ExecutionError> {
+            if cidr_ok(&s) {
+                Ok(s)
+            } else {
+                Err(ExecutionError::function_error(
+                    "cidr",
+                    format!("{s:?} is not a CIDR range"),
+                ))
+            }
         },
     );
 }

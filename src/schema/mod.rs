@@ -78,7 +78,10 @@ impl From<Finding> for Checked {
 
 /// The CRDs one revision's objects are checked against.
 pub struct Catalog {
-    by_kind: HashMap<(String, String), Arc<Definition>>,
+    /// Several where the repository holds different CRDs for one kind (samples for
+    /// several clusters, two releases of an operator): which one the cluster has, it
+    /// does not say.
+    by_kind: HashMap<(String, String), Vec<Arc<Definition>>>,
     /// Findings about the CRDs themselves.
     findings: Vec<Finding>,
 }
@@ -240,7 +243,8 @@ fn finding(
 impl Catalog {
     /// The CRDs among `resources` and `extra` (from `schemas:`), compiled.
     pub fn of(resources: &[Resource], extra: &[Resource]) -> Catalog {
-        let mut by_kind = HashMap::new();
+        let mut by_kind: HashMap<(String, String), Vec<Arc<Definition>>> = HashMap::new();
+        let mut seen: Vec<&Json> = Vec::new();
         let mut findings = Vec::new();
         for r in resources.iter().chain(extra).filter(|r| is_crd(r)) {
             let (def, problems) = definition(
@@ -267,16 +271,19 @@ impl Catalog {
                 };
                 findings.push(finding(r, rule, severity, path, text));
             }
-            if let Some(def) = def {
+            let copy = seen.iter().any(|b| b["spec"] == r.body["spec"]);
+            if let (Some(def), false) = (def, copy) {
+                seen.push(&r.body);
                 by_kind
                     .entry((def.group.clone(), def.kind.clone()))
-                    .or_insert_with(|| Arc::new(def));
+                    .or_default()
+                    .push(Arc::new(def));
             }
         }
         Catalog { by_kind, findings }
     }
 
-    fn lookup<'a>(&'a self, r: &'a Resource) -> Option<(&'a Definition, &'a str)> {
+    fn lookup<'a>(&'a self, r: &'a Resource) -> Option<(Vec<&'a Definition>, &'a str)> {
         let group = api_group(&r.api_version);
         let version = r
             .api_version
@@ -284,15 +291,15 @@ impl Catalog {
             .map(|(_, v)| v)
             .unwrap_or(&r.api_version);
         let key = (group.to_string(), r.kind.clone());
-        if let Some(d) = self.by_kind.get(&key) {
-            return Some((d, version));
+        if let Some(defs) = self.by_kind.get(&key) {
+            return Some((defs.iter().map(Arc::as_ref).collect(), version));
         }
         let d = built_in().get(&key)?;
         // The built-in schemas claim only the versions Istio serves.
         d.versions
             .iter()
             .any(|(v, _)| v == version)
-            .then_some((d.as_ref(), version))
+            .then_some((vec![d.as_ref()], version))
     }
 
     /// Checks every object a CRD of the catalog defines.
@@ -304,7 +311,7 @@ impl Catalog {
             .map_init(
                 || compiler().evaluator(),
                 |eval, r| match self.lookup(r) {
-                    Some((def, version)) => check_one(def, version, r, eval),
+                    Some((defs, version)) => check_against(&defs, version, r, eval),
                     None => Vec::new(),
                 },
             )
@@ -312,6 +319,45 @@ impl Catalog {
         out.extend(found.into_iter().flatten());
         out
     }
+}
+
+/// Where the repository holds several CRDs for the kind, the object is refused only
+/// if every one of them refuses it.
+fn check_against(
+    defs: &[&Definition],
+    version: &str,
+    r: &Resource,
+    eval: &mut cel::Evaluator,
+) -> Vec<Checked> {
+    let mut outcomes = defs.iter().map(|d| check_one(d, version, r, eval));
+    let Some(first) = outcomes.next() else {
+        return Vec::new();
+    };
+    let refused = |found: &[Checked]| found.iter().any(|c| c.finding.rule == INVALID);
+    if !refused(&first) {
+        return first;
+    }
+    let mut all = 1;
+    for other in outcomes {
+        if !refused(&other) {
+            return other;
+        }
+        all += 1;
+    }
+    if all > 1 {
+        let note = format!(
+            " Each of the {all} CustomResourceDefinitions of {} in the repository refuses it.",
+            r.kind
+        );
+        return first
+            .into_iter()
+            .map(|mut c| {
+                c.finding.message.push_str(&note);
+                c
+            })
+            .collect();
+    }
+    first
 }
 
 fn check_one(
@@ -442,7 +488,6 @@ pub fn merge_restated(findings: &mut Vec<Finding>, schema: Vec<Checked>) {
         .collect();
     let objects: HashSet<String> = restating
         .iter()
-        .filter(|f| f.rule != INVALID)
         .filter_map(|f| f.resource.as_ref().map(|r| r.id()))
         .collect();
     let keep: Vec<Finding> = schema
@@ -458,4 +503,27 @@ pub fn merge_restated(findings: &mut Vec<Finding>, schema: Vec<Checked>) {
         .map(|c| c.finding)
         .collect();
     findings.extend(keep);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A built-in schema that did not parse or compile would leave its kind unchecked
+    /// without a word: every one compiles whole.
+    #[test]
+    fn every_built_in_schema_compiles_whole() {
+        for text in BUILT_IN {
+            let body: Json = yaml_serde::from_str(text).expect("built-in CRD is YAML");
+            let (def, problems) = definition(&body, Source::BuiltIn);
+            assert!(problems.is_empty(), "{problems:?}");
+            let def = def.expect("a definition");
+            assert!(
+                def.versions.iter().all(|(_, v)| v.is_some()),
+                "{}",
+                def.kind
+            );
+        }
+        assert_eq!(built_in().len(), BUILT_IN.len());
+    }
 }

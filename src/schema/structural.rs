@@ -81,6 +81,8 @@ pub(crate) struct Node {
     all_of: Vec<Node>,
     not: Option<Box<Node>>,
     pub(crate) default: Option<Json>,
+    /// Some node at or below this one has a `default`.
+    defaults_below: bool,
     pub(crate) rules: Vec<Rule>,
 }
 
@@ -255,6 +257,10 @@ impl Compiler<'_> {
         if let Some(not) = obj.get("not") {
             n.not = Some(Box::new(self.node(not, &format!("{at}.not"), depth + 1)));
         }
+        n.defaults_below = n.default.is_some()
+            || n.properties.iter().any(|p| p.1.defaults_below)
+            || n.additional.as_ref().is_some_and(|a| a.defaults_below)
+            || n.items.as_ref().is_some_and(|i| i.defaults_below);
         if let Some(rules) = obj.get("x-kubernetes-validations").and_then(Json::as_array) {
             for (i, r) in rules.iter().enumerate() {
                 let where_ = format!("{at}.x-kubernetes-validations[{i}]");
@@ -301,14 +307,64 @@ pub(crate) fn validate(
     eval: &mut cel::Evaluator,
     max_violations: usize,
 ) -> Outcome {
+    eval.start_object();
     let mut v = Validator {
         out: Outcome::default(),
         eval,
         max: max_violations,
     };
     let mut path = Vec::new();
-    v.walk(root, object, &mut path, true, true);
+    // The API server fills in defaults before it validates: a oneOf branch or a rule
+    // may hinge on a defaulted field.
+    if root.defaults_below {
+        let mut defaulted = object.clone();
+        fill_defaults(root, &mut defaulted);
+        v.walk(root, &defaulted, &mut path, true, true);
+    } else {
+        v.walk(root, object, &mut path, true, true);
+    }
     v.out
+}
+
+/// Sets the schema's `default` of every absent field, at every level.
+fn fill_defaults(s: &Node, v: &mut Json) {
+    if !s.defaults_below {
+        return;
+    }
+    match v {
+        Json::Object(map) => {
+            for (k, child) in &s.properties {
+                match map.get_mut(k) {
+                    Some(value) if !value.is_null() => fill_defaults(child, value),
+                    _ => {
+                        if let Some(d) = &child.default {
+                            let mut d = d.clone();
+                            fill_defaults(child, &mut d);
+                            map.insert(k.clone(), d);
+                        }
+                    }
+                }
+            }
+            if let Some(a) = &s.additional {
+                for (k, value) in map.iter_mut() {
+                    if s.properties
+                        .binary_search_by(|p| p.0.as_str().cmp(k))
+                        .is_err()
+                    {
+                        fill_defaults(a, value);
+                    }
+                }
+            }
+        }
+        Json::Array(items) => {
+            if let Some(item) = &s.items {
+                for i in items {
+                    fill_defaults(item, i);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 struct Validator<'a, 'e> {
