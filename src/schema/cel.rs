@@ -72,7 +72,7 @@ const SUPPORTED: &[&str] = &[
 /// One compiled rule.
 pub(crate) struct Rule {
     pub(crate) source: String,
-    program: Option<Program>,
+    program: Program,
     /// Why meshward cannot evaluate it, when it cannot.
     pub(crate) unsupported: Option<String>,
     message: Option<String>,
@@ -204,7 +204,7 @@ impl Compiler {
         Ok(Rule {
             comprehensions: count_comprehensions(source),
             source: source.to_string(),
-            program: Some(program),
+            program,
             unsupported,
             message: entry
                 .get("message")
@@ -220,6 +220,7 @@ impl Compiler {
     pub(crate) fn evaluator(&self) -> Evaluator<'static> {
         let mut root = Context::with_env(self.env.clone());
         url_library(&mut root);
+        ip_library(&mut root);
         Evaluator {
             root,
             deadline: std::time::Instant::now() + MAX_TIME_PER_OBJECT,
@@ -234,13 +235,6 @@ fn count_comprehensions(source: &str) -> u32 {
         .iter()
         .map(|m| source.matches(m).count() as u32)
         .sum()
-}
-
-/// What evaluating the rules of one node found.
-#[derive(Default)]
-pub(crate) struct Found {
-    pub(crate) violations: Vec<Violation>,
-    pub(crate) cost: u64,
 }
 
 /// Evaluates rules; one per thread (contexts are not shared between threads).
@@ -264,64 +258,58 @@ impl Evaluator<'_> {
         self.deadline = std::time::Instant::now() + MAX_TIME_PER_OBJECT;
     }
 
-    /// Evaluates `rules` (of schema node `s`) on `v`, the value at `path`.
-    pub(crate) fn run(&mut self, rules: &[Rule], s: &Node, v: &Json, path: &[Json]) -> Found {
-        let mut found = Found::default();
+    /// Evaluates `rules` (of schema node `s`) on `v`, the value at `path`: what each
+    /// rule refuses, or why it was not evaluated.
+    pub(crate) fn run(
+        &mut self,
+        rules: &[Rule],
+        s: &Node,
+        v: &Json,
+        path: &[Json],
+    ) -> Vec<Violation> {
+        let mut found = Vec::new();
         let mut value: Option<Value> = None;
         let size = size_of(v);
-        for rule in rules {
-            if rule.transition {
-                // Not evaluated on create; the CRD finding says so once.
-                continue;
-            }
-            let at = || {
+        // Rules on oldSelf are not evaluated on create; the CRD finding says so once.
+        for rule in rules.iter().filter(|r| !r.transition) {
+            let mut say = |unchecked: bool, message: String| {
                 let mut p = path.to_vec();
                 p.extend(rule.field_path.iter().cloned());
-                p
-            };
-            if let Some(why) = &rule.unsupported {
-                found.violations.push(Violation {
-                    path: at(),
-                    message: format!("rule `{}` was not evaluated: {why}", rule.source),
-                    unchecked: true,
+                found.push(Violation {
+                    path: p,
+                    message,
+                    unchecked,
                     by_rule: true,
                 });
+            };
+            let not_evaluated =
+                |why: String| format!("rule `{}` was not evaluated: {why}", rule.source);
+            if let Some(why) = &rule.unsupported {
+                say(true, not_evaluated(why.clone()));
                 continue;
             }
             let cost =
                 (rule.source.len() as u64).saturating_mul(size.saturating_pow(rule.comprehensions));
             if cost > MAX_COST {
-                found.violations.push(Violation {
-                    path: at(),
-                    message: format!(
-                        "rule `{}` was not evaluated: on this value it could take about {cost} steps, above meshward's bound of {MAX_COST}",
-                        rule.source
-                    ),
-                    unchecked: true,
-                    by_rule: true,
-                });
+                say(true, not_evaluated(format!(
+                    "on this value it could take about {cost} steps, above meshward's bound of {MAX_COST}"
+                )));
                 continue;
             }
             if std::time::Instant::now() > self.deadline {
-                found.violations.push(Violation {
-                    path: at(),
-                    message: format!(
-                        "rule `{}` was not evaluated: this object's rules took longer than meshward's bound of {} ms",
-                        rule.source,
+                say(
+                    true,
+                    not_evaluated(format!(
+                        "this object's rules took longer than meshward's bound of {} ms",
                         MAX_TIME_PER_OBJECT.as_millis()
-                    ),
-                    unchecked: true,
-                    by_rule: true,
-                });
+                    )),
+                );
                 continue;
             }
-            found.cost = found.cost.saturating_add(cost);
-            let Some(program) = &rule.program else {
-                continue;
-            };
             let value = value.get_or_insert_with(|| to_cel(s, v)).clone();
             let mut ctx = self.root.new_inner_scope();
             ctx.add_variable_from_value("self", value);
+            let program = &rule.program;
             let result =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(&ctx)));
             match result {
@@ -336,43 +324,18 @@ impl Evaluator<'_> {
                         })
                         .or_else(|| rule.message.clone())
                         .unwrap_or_else(|| format!("failed rule: {}", rule.source));
-                    found.violations.push(Violation {
-                        path: at(),
-                        message: format!("{message} (rule `{}`)", rule.source),
-                        unchecked: false,
-                    by_rule: true,
-                    });
+                    say(false, format!("{message} (rule `{}`)", rule.source));
                 }
-                Ok(Ok(other)) => found.violations.push(Violation {
-                    path: at(),
-                    message: format!(
-                        "rule `{}` was not evaluated: it returned {other:?}, not true or false",
-                        rule.source
-                    ),
-                    unchecked: true,
-                    by_rule: true,
-                }),
-                Ok(Err(e)) if gap(&e) => found.violations.push(Violation {
-                    path: at(),
-                    message: format!("rule `{}` was not evaluated: {e}", rule.source),
-                    unchecked: true,
-                    by_rule: true,
-                }),
-                Ok(Err(e)) => found.violations.push(Violation {
-                    path: at(),
-                    message: format!(
+                Ok(Ok(other)) => say(true, not_evaluated(format!("it returned {other:?}, not true or false"))),
+                Ok(Err(e)) if gap(&e) => say(true, not_evaluated(e.to_string())),
+                Ok(Err(e)) => say(
+                    false,
+                    format!(
                         "rule `{}` fails to evaluate ({e}); the API server refuses an object whose rule errors",
                         rule.source
                     ),
-                    unchecked: false,
-                    by_rule: true,
-                }),
-                Err(_) => found.violations.push(Violation {
-                    path: at(),
-                    message: format!("rule `{}` was not evaluated: the CEL interpreter failed on it", rule.source),
-                    unchecked: true,
-                    by_rule: true,
-                }),
+                ),
+                Err(_) => say(true, not_evaluated("the CEL interpreter failed on it".to_string())),
             }
         }
         found
@@ -454,7 +417,6 @@ pub(crate) fn to_cel(s: &Node, v: &Json) -> Value {
 /// The Kubernetes URL library: `url()` returns the URL (as its text, which the
 /// accessors parse), `isURL()`, and the accessors CRDs use.
 fn url_library(ctx: &mut Context) {
-    ip_library(ctx);
     fn parsed(s: &str) -> Result<url::Url, ExecutionError> {
         url::Url::parse(s)
             .map_err(|e| ExecutionError::function_error("url", format!("{s:?} is not a URL: {e}")))
@@ -564,7 +526,7 @@ mod tests {
         let r = c
             .rule(&serde_json::json!({"rule": rule, "message": "broken"}))
             .unwrap();
-        e.run(&[r], &node, &value, &[]).violations
+        e.run(&[r], &node, &value, &[])
     }
 
     #[test]

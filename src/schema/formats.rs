@@ -67,7 +67,7 @@ fn is_uuid(text: &str) -> bool {
 
 /// RFC 1123 host name: dot-separated labels of letters, digits and `-`, each at most
 /// 63 characters, not starting or ending with `-`; 253 characters in all.
-pub(crate) fn is_hostname(text: &str) -> bool {
+fn is_hostname(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 253
         && text.split('.').all(|l| {

@@ -374,43 +374,43 @@ fn check_one(
             None => r.name.clone(),
         }
     );
+    // The API server has no such version to admit the object to.
+    let refuse_version = |why: String, fix: &str| -> Vec<Checked> {
+        let message = format!(
+            "The API server refuses {what}: {why}, so Argo CD and Flux fail to sync it after merge. {fix}"
+        );
+        let path = vec![Json::from("apiVersion")];
+        vec![finding(r, INVALID, Severity::Error, path, message).into()]
+    };
     let Some((_, compiled)) = def.versions.iter().find(|(v, _)| v == version) else {
         let served: Vec<&str> = def.versions.iter().map(|(v, _)| v.as_str()).collect();
-        return vec![finding(
-            r,
-            INVALID,
-            Severity::Error,
-            vec![Json::from("apiVersion")],
+        return refuse_version(
             format!(
-                "The API server refuses {what}: {} defines versions {} of {}, not {version} (\"no matches for kind\"), so Argo CD and Flux fail to sync it after merge. Use one of the versions the CRD defines.",
+                "{} defines versions {} of {}, not {version} (\"no matches for kind\")",
                 def.describe(version),
                 served.join(", "),
                 r.kind
             ),
-        )
-        .into()];
+            "Use one of the versions the CRD defines.",
+        );
     };
     let Some(compiled) = compiled else {
         // A version without a schema: the API server keeps whatever it is given.
         return Vec::new();
     };
     if !compiled.served {
-        return vec![finding(
-            r,
-            INVALID,
-            Severity::Error,
-            vec![Json::from("apiVersion")],
+        return refuse_version(
             format!(
-                "The API server refuses {what}: version {version} is not served ({}), so Argo CD and Flux fail to sync it after merge. Use a served version.",
+                "version {version} is not served ({})",
                 def.describe(version)
             ),
-        )
-        .into()];
+            "Use a served version.",
+        );
     }
-    let outcome = structural::validate(&compiled.schema, &r.body, eval, MAX_VIOLATIONS_PER_OBJECT);
+    let violations =
+        structural::validate(&compiled.schema, &r.body, eval, MAX_VIOLATIONS_PER_OBJECT);
     let source = def.describe(version);
-    outcome
-        .violations
+    violations
         .into_iter()
         .map(|v| {
             let by_rule = v.by_rule;

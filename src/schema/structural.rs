@@ -181,30 +181,23 @@ impl Compiler<'_> {
         n.format = obj.get("format").and_then(Json::as_str).map(str::to_string);
         n.default = obj.get("default").cloned();
         n.enumeration = obj.get("enum").and_then(Json::as_array).cloned();
-        n.required = obj
-            .get("required")
-            .and_then(Json::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(Json::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let strings = |k: &str| -> Vec<String> {
+            obj.get(k)
+                .and_then(Json::as_array)
+                .map(|r| {
+                    r.iter()
+                        .filter_map(Json::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        n.required = strings("required");
         n.list_type = obj
             .get("x-kubernetes-list-type")
             .and_then(Json::as_str)
             .map(str::to_string);
-        n.list_map_keys = obj
-            .get("x-kubernetes-list-map-keys")
-            .and_then(Json::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(Json::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        n.list_map_keys = strings("x-kubernetes-list-map-keys");
         if let Some(p) = obj.get("pattern").and_then(Json::as_str) {
             match regex::RegexBuilder::new(p)
                 .size_limit(MAX_PATTERN_BYTES)
@@ -291,14 +284,6 @@ pub(crate) fn field_name(path: &[Json]) -> String {
     s
 }
 
-/// What validating one object found.
-#[derive(Default)]
-pub(crate) struct Outcome {
-    pub(crate) violations: Vec<Violation>,
-    /// CEL work done, against the bound per object.
-    pub(crate) cost: u64,
-}
-
 /// Validates an object (the whole document) against a version's schema. Past
 /// `max_violations` the rest is left out.
 pub(crate) fn validate(
@@ -306,10 +291,10 @@ pub(crate) fn validate(
     object: &Json,
     eval: &mut cel::Evaluator,
     max_violations: usize,
-) -> Outcome {
+) -> Vec<Violation> {
     eval.start_object();
     let mut v = Validator {
-        out: Outcome::default(),
+        out: Vec::new(),
         eval,
         max: max_violations,
     };
@@ -368,7 +353,7 @@ fn fill_defaults(s: &Node, v: &mut Json) {
 }
 
 struct Validator<'a, 'e> {
-    out: Outcome,
+    out: Vec<Violation>,
     eval: &'a mut cel::Evaluator<'e>,
     max: usize,
 }
@@ -412,12 +397,12 @@ fn is_integer(v: &Json) -> bool {
 
 impl Validator<'_, '_> {
     fn full(&self) -> bool {
-        self.out.violations.len() >= self.max
+        self.out.len() >= self.max
     }
 
     fn push(&mut self, path: &[Json], message: String) {
         if !self.full() {
-            self.out.violations.push(Violation {
+            self.out.push(Violation {
                 path: path.to_vec(),
                 message,
                 unchecked: false,
@@ -469,13 +454,9 @@ impl Validator<'_, '_> {
         }
         self.combinators(s, v, path);
         if rules && !s.rules.is_empty() {
+            let room = self.max.saturating_sub(self.out.len());
             let found = self.eval.run(&s.rules, s, v, path);
-            self.out.cost = self.out.cost.saturating_add(found.cost);
-            for violation in found.violations {
-                if !self.full() {
-                    self.out.violations.push(violation);
-                }
-            }
+            self.out.extend(found.into_iter().take(room));
         }
     }
 
@@ -726,12 +707,12 @@ impl Validator<'_, '_> {
         }
         let passes = |me: &mut Self, branch: &Node, path: &mut Vec<Json>| -> bool {
             let mut probe = Validator {
-                out: Outcome::default(),
+                out: Vec::new(),
                 eval: &mut *me.eval,
                 max: 1,
             };
             probe.walk(branch, v, path, false, false);
-            probe.out.violations.is_empty()
+            probe.out.is_empty()
         };
         if !s.one_of.is_empty() {
             let matching = s.one_of.iter().filter(|b| passes(self, b, path)).count();
