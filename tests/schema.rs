@@ -382,3 +382,28 @@ fn defaults_apply_before_validation_and_two_crds_of_a_kind_must_both_refuse() {
     let m = &with_rule(&report, "schema/invalid")[0].message;
     assert!(m.contains("Each of the 2 CustomResourceDefinitions"), "{m}");
 }
+
+/// `.meshward.yaml` `rules:` lowers or turns off the schema rules as any other.
+#[test]
+fn the_repository_config_sets_the_schema_rules_severity() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let crd = widget_crd("self.sizes.isSorted()", "^[a-z]+$");
+    std::fs::write(dir.path().join("crd.yaml"), crd).expect("write");
+    std::fs::write(dir.path().join("w.yaml"), widget("[2, 1]")).expect("write");
+    std::fs::write(
+        dir.path().join(".meshward.yaml"),
+        "rules:\n  schema/not-checked: warning\n",
+    )
+    .expect("write");
+    let report = check_dir(dir.path());
+    let gaps = with_rule(&report, "schema/not-checked");
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    assert_eq!(gaps[0].severity, Severity::Warning);
+    assert_eq!(report.summary.blocking, 0);
+    std::fs::write(
+        dir.path().join(".meshward.yaml"),
+        "rules:\n  schema/not-checked: off\n",
+    )
+    .expect("write");
+    assert!(with_rule(&check_dir(dir.path()), "schema/not-checked").is_empty());
+}

@@ -76,6 +76,15 @@ pub(super) fn evaluate_revision(
             )),
         }
     }
+    // The schema net's findings are the repository's to lower or turn off, as the
+    // policies' are.
+    let schema = schema
+        .into_iter()
+        .filter_map(|mut c| {
+            c.finding.severity = configured(&c.finding.rule, c.finding.severity, config)?;
+            Some(c)
+        })
+        .collect();
     crate::schema::merge_restated(&mut findings, schema);
     // Policies may return the same finding through two rule bodies. Identities are
     // built once per finding, not once per comparison.
@@ -97,6 +106,14 @@ pub(super) fn evaluate_revision(
     }
 }
 
+/// A rule's severity as `.meshward.yaml` `rules:` sets it; None when it is off.
+fn configured(rule: &str, severity: Severity, config: &RepoConfig) -> Option<Severity> {
+    match config.rules.get(rule) {
+        Some(setting) => setting.severity(),
+        None => Some(severity),
+    }
+}
+
 pub(super) fn to_finding(
     raw: RawFinding,
     by_id: &HashMap<&str, &Resource>,
@@ -108,11 +125,9 @@ pub(super) fn to_finding(
             raw.rule, raw.severity
         ));
     };
-    if let Some(setting) = config.rules.get(&raw.rule) {
-        match setting.severity() {
-            None => return Ok(None),
-            Some(s) => severity = s,
-        }
+    match configured(&raw.rule, severity, config) {
+        None => return Ok(None),
+        Some(s) => severity = s,
     }
     let resource = match raw.resource.as_deref() {
         Some(id) => Some(by_id.get(id).copied().ok_or_else(|| {
