@@ -6,73 +6,23 @@ import rego.v1
 
 import data.meshward.lib
 
-# The protocols Istio knows by name, lower case: a port's appProtocol, else its name,
-# up to the first "-", compared ignoring case. http_proxy cannot be a port name (no "_"
-# in those) but can be an appProtocol.
-known_protocols := {
-	"http", "http2", "https", "http_proxy", "grpc", "grpc-web",
-	"tcp", "tls", "udp", "mongo", "redis", "mysql",
-}
+# Service ports whose protocol Istio does not know, and ExternalName Service ports it
+# treats as plain TCP: classified in the model (input.model.traffic.unknown_protocols,
+# src/model/traffic/ports.rs), which reads every port of every Service once; here
+# they become findings.
+traffic := object.get(lib.model, "traffic", {})
 
-# Kubernetes' own appProtocol names Istio maps (h2c: HTTP2, ws: HTTP, wss: HTTPS).
-kubernetes_app_protocols := {"kubernetes.io/h2c", "kubernetes.io/ws", "kubernetes.io/wss"}
+ports := object.get(traffic, "unknown_protocols", [])
 
-# Ports Istio never sniffs: with no known protocol they are plain TCP (SMTP, DNS, MySQL,
-# MongoDB: server-first protocols that sniffing would break).
-server_first_ports := {25, 53, 3306, 27017}
+svc_name(p) := sprintf("Service %s/%s", [p.namespace, p.service])
 
-# Labels of Services left out: Istio's own control plane (istioctl skips those too), and
-# those a gateway or waypoint controller generates (not the repository's to rename).
-skip_label_keys := {"istio", "gateway.istio.io/managed", "gateway.networking.k8s.io/gateway-name"}
-
-# Every port of a core v1 Service (not knative's, also kind Service) that Istio may not
-# know the protocol of, with what Istio reads it from: its appProtocol when set, else
-# its name. Ports with a known protocol drop out first, and only builtins are used:
-# user function calls are the expensive part of evaluation, and most ports are named.
-ports := [p |
-	some r in lib.resources("Service")
-	r.apiVersion == "v1"
-	spec := r.body.spec
-	is_object(spec)
-	all_ports := object.get(spec, "ports", [])
-	some i, port in object.get({"array": all_ports}, type_name(all_ports), [])
-	is_object(port)
-	n := object.get(port, "name", "")
-	a := object.get(port, "appProtocol", null)
-	name := object.get({"string": n}, type_name(n), "")
-	app := object.get({"string": a}, type_name(a), "")
-	source := object.get({true: app, false: name}, app != "", name)
-	# Istio's prefix: up to the first "-". A source starting with grpc-web (GRPC-Web to
-	# Istio) starts with grpc-, known either way.
-	known := count({app} & kubernetes_app_protocols) + count({lower(split(source, "-")[0])} & known_protocols)
-	external := object.get(spec, "type", null) == "ExternalName"
-	# Unknown, or the name tcp on an ExternalName Service (IST0150 either way).
-	count({x | x := known; x == 0} | {x | x := name; external; x == "tcp"}) > 0
-	l := object.get(r.body, ["metadata", "labels"], {})
-	labels := object.get({"object": l}, type_name(l), {})
-	count({k | some k, _ in labels} & skip_label_keys) == 0
-	object.get(labels, "release", null) != "istio"
-	s := {"r": r, "spec": spec, "external": external}
-	p := {"s": s, "i": i, "port": port, "name": name, "app": app, "known": known}
-]
-
-# Istio knows no protocol for the port and will sniff it. A UDP port's protocol is UDP
-# whatever its name; the server-first ports are plain TCP.
-unknown(p) if {
-	p.known == 0
-	object.get(p.port, "protocol", null) != "UDP"
-	not object.get(p.port, "port", null) in server_first_ports
-}
-
-svc_name(s) := sprintf("Service %s/%s", [s.r.namespace, s.r.name])
-
-port_text(p) := sprintf("port %v (%s)", [object.get(p.port, "port", "?"), p.name]) if p.name != ""
-else := sprintf("port %v (unnamed)", [object.get(p.port, "port", "?")])
+port_text(p) := sprintf("port %v (%s)", [p.port, p.name]) if p.name != ""
+else := sprintf("port %v (unnamed)", [p.port])
 
 # Where the protocol was (not) found: appProtocol, else the name, else the port itself.
-protocol_path(p) := ["spec", "ports", p.i, "appProtocol"] if p.app != ""
-else := ["spec", "ports", p.i, "name"] if p.name != ""
-else := ["spec", "ports", p.i]
+protocol_path(p) := ["spec", "ports", p.index, "appProtocol"] if p.app != ""
+else := ["spec", "ports", p.index, "name"] if p.name != ""
+else := ["spec", "ports", p.index]
 
 # Why Istio knows no protocol for the port.
 reason(p) := sprintf("its appProtocol %s is not a protocol Istio knows", [p.app]) if p.app != ""
@@ -83,7 +33,7 @@ port_name_issue(severity, code, p, path, message) := {
 	"rule": "service/port-name",
 	"severity": severity,
 	"istio_code": code,
-	"resource": p.s.r.id,
+	"resource": p.resource,
 	"path": path,
 	"message": message,
 }
@@ -93,11 +43,11 @@ port_name_issue(severity, code, p, path, message) := {
 
 findings contains f if {
 	some p in ports
-	p.s.external == false
-	unknown(p)
+	p.external == false
+	p.sniffed == true
 	f := port_name_issue("info", "IST0118", p, protocol_path(p), sprintf(
 		"%s %s: %s, so Istio detects the protocol by sniffing each new connection. That adds latency, and breaks server-first protocols (the client waits for the server to speak, the proxy waits for the client's first bytes: connections hang until a timeout); HTTP rules (VirtualService http routes, retries, L7 AuthorizationPolicy) may not apply to it. Name the port <protocol>[-suffix] (e.g. http-web, grpc-api, tcp-db) or set appProtocol.",
-		[svc_name(p.s), port_text(p), reason(p)],
+		[svc_name(p), port_text(p), reason(p)],
 	))
 }
 
@@ -106,17 +56,14 @@ findings contains f if {
 
 # An ExternalName Service has no cluster IP: Istio can tell its plain TCP traffic from
 # other traffic on the same port only by the port number.
-external_host(s) := h if {
-	h := s.spec.externalName
-	is_string(h)
-	h != ""
-} else := "its external name"
+external_host(p) := p.external_name if is_string(p.external_name)
+else := "its external name"
 
 findings contains f if {
 	some p in ports
-	p.s.external == true
+	p.external == true
 	p.name == "tcp"
-	f := port_name_issue("warning", "IST0150", p, ["spec", "ports", p.i, "name"], external_message(p, sprintf(
+	f := port_name_issue("warning", "IST0150", p, ["spec", "ports", p.index, "name"], external_message(p, sprintf(
 		"Its %s is named tcp, so Istio treats it as plain TCP.",
 		[port_text(p)],
 	)))
@@ -124,9 +71,9 @@ findings contains f if {
 
 findings contains f if {
 	some p in ports
-	p.s.external == true
+	p.external == true
 	p.name != "tcp"
-	unknown(p)
+	p.sniffed == true
 	f := port_name_issue("warning", "IST0150", p, protocol_path(p), external_message(p, sprintf(
 		"Its %s: %s, so Istio treats what it does not detect as HTTP as plain TCP.",
 		[port_text(p), reason(p)],
@@ -135,15 +82,13 @@ findings contains f if {
 
 external_message(p, what) := sprintf(
 	"%s is of type ExternalName (%s). %s As an ExternalName Service has no cluster IP, plain TCP to it is told apart from other traffic only by port number: connections meant for other destinations on port %v may be sent to %s, and its own may go elsewhere. Name the port after the protocol it speaks (e.g. http-api, https, tls-db) or set appProtocol, so Istio routes it by Host header or SNI; for plain TCP, reach the host through a ServiceEntry with spec.addresses instead.",
-	[svc_name(p.s), external_host(p.s), what, object.get(p.port, "port", "?"), external_host(p.s)],
+	[svc_name(p), external_host(p), what, p.port, external_host(p)],
 )
 
 # ---------------------------------------------------------------------------
 # service/conflicting-ports (warning; IST0116, IST0137)
 # Computed in the model (input.model.traffic.port_conflicts): the Services selecting one
 # sidecar workload, compared port by port.
-
-traffic := object.get(lib.model, "traffic", {})
 
 conflict_text(c) := sprintf("use port %s with different protocols", [c.port]) if c.conflict == "protocol"
 

@@ -43,6 +43,9 @@ pub struct Traffic {
     pub port_conflicts: Vec<PortConflict>,
     /// Workloads in the mesh that serve ports but that no Service selects.
     pub unserved: Vec<Unserved>,
+    /// Service ports whose protocol Istio does not know (IST0118), and ExternalName
+    /// Service ports it treats as plain TCP (IST0150).
+    pub unknown_protocols: Vec<UnknownProtocol>,
     /// DestinationRule TLS settings the server's PeerAuthentication refuses.
     pub tls_conflicts: Vec<TlsConflict>,
 }
@@ -218,6 +221,26 @@ pub struct Unserved {
     pub ports: Vec<u64>,
 }
 
+/// One port of a core v1 Service that istioctl's IST0118 or IST0150 would name.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnknownProtocol {
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub service: String,
+    pub index: usize,
+    /// The port's `port` as written ("?" when absent).
+    pub port: Json,
+    /// `name` and `appProtocol` ("" when unset or not text).
+    pub name: String,
+    pub app: String,
+    /// An ExternalName Service, with its `externalName` when that is set.
+    pub external: bool,
+    pub external_name: Option<String>,
+    /// Istio knows no protocol for the port and sniffs it (not UDP, not one of the
+    /// server-first port numbers it treats as TCP).
+    pub sniffed: bool,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct TlsConflict {
     pub resource: String,
@@ -277,6 +300,7 @@ pub(super) fn build(resources: &[Resource], model: &Model, mesh: &MeshConfig) ->
     let mut traffic = Traffic {
         port_conflicts: ports::conflicts(&fronts, model),
         unserved: ports::unserved(resources, model),
+        unknown_protocols: ports::unknown_protocols(resources),
         ..Traffic::default()
     };
     if relevant.is_empty() {

@@ -2,7 +2,7 @@
 //! the mesh that serve ports no Service names.
 
 use super::hosts::text;
-use super::{array, path, Fronts, PortConflict, Unserved, I, K};
+use super::{array, path, Fronts, PortConflict, UnknownProtocol, Unserved, I, K};
 use crate::manifest::Resource;
 use crate::model::workloads::pod_template;
 use crate::model::Model;
@@ -167,4 +167,257 @@ pub(super) fn unserved(resources: &[Resource], model: &Model) -> Vec<Unserved> {
     out.sort_by(|a, b| a.workload.cmp(&b.workload));
     out.dedup_by(|a, b| a.workload == b.workload);
     out
+}
+
+/// The protocols Istio knows by name, lower case: a port's appProtocol, else its
+/// name up to the first "-", compared ignoring case. `http_proxy` cannot be a port
+/// name (no "_" in those) but can be an appProtocol.
+const KNOWN_PROTOCOLS: &[&str] = &[
+    "http",
+    "http2",
+    "https",
+    "http_proxy",
+    "grpc",
+    "grpc-web",
+    "tcp",
+    "tls",
+    "udp",
+    "mongo",
+    "redis",
+    "mysql",
+];
+
+/// Kubernetes' own appProtocol names Istio maps (h2c: HTTP2, ws: HTTP, wss: HTTPS).
+const KUBERNETES_APP_PROTOCOLS: &[&str] =
+    &["kubernetes.io/h2c", "kubernetes.io/ws", "kubernetes.io/wss"];
+
+/// Ports Istio never sniffs: with no known protocol they are plain TCP (SMTP, DNS,
+/// MySQL, MongoDB: server-first protocols that sniffing would break).
+const SERVER_FIRST_PORTS: &[f64] = &[25.0, 53.0, 3306.0, 27017.0];
+
+/// Labels of Services left out: Istio's own control plane (istioctl skips those
+/// too), and those a gateway or waypoint controller generates (not the repository's
+/// to rename).
+const SKIP_LABEL_KEYS: &[&str] = &[
+    "istio",
+    "gateway.istio.io/managed",
+    "gateway.networking.k8s.io/gateway-name",
+];
+
+/// Every port of a core v1 Service (not knative's, also kind Service) whose protocol
+/// Istio does not know (it sniffs it: IST0118), and every port of an ExternalName
+/// Service it treats as plain TCP, unknown or named `tcp` (IST0150). Done here rather
+/// than in Rego: it reads every port of every Service, and a 100k-object repository
+/// has tens of thousands.
+pub(super) fn unknown_protocols(resources: &[Resource]) -> Vec<UnknownProtocol> {
+    let text = |v: Option<&Json>| v.and_then(Json::as_str).unwrap_or_default().to_string();
+    let mut out = Vec::new();
+    for r in resources
+        .iter()
+        .filter(|r| r.kind == "Service" && r.api_version == "v1")
+    {
+        let Some(spec) = r.body.get("spec").filter(|s| s.is_object()) else {
+            continue;
+        };
+        let left_out = r
+            .body
+            .pointer("/metadata/labels")
+            .and_then(Json::as_object)
+            .is_some_and(|labels| {
+                SKIP_LABEL_KEYS.iter().any(|k| labels.contains_key(*k))
+                    || labels.get("release").and_then(Json::as_str) == Some("istio")
+            });
+        if left_out {
+            continue;
+        }
+        let external = spec.get("type").and_then(Json::as_str) == Some("ExternalName");
+        for (index, port) in array(spec, "ports").iter().enumerate() {
+            if !port.is_object() {
+                continue;
+            }
+            let name = text(port.get("name"));
+            let app = text(port.get("appProtocol"));
+            let source = if app.is_empty() { &name } else { &app };
+            let prefix = source.split('-').next().unwrap_or_default().to_lowercase();
+            let known = KUBERNETES_APP_PROTOCOLS.contains(&app.as_str())
+                || KNOWN_PROTOCOLS.contains(&prefix.as_str());
+            let number = port.get("port");
+            let sniffed = !known
+                && port.get("protocol").and_then(Json::as_str) != Some("UDP")
+                && !number
+                    .and_then(Json::as_f64)
+                    .is_some_and(|n| SERVER_FIRST_PORTS.contains(&n));
+            if !(sniffed || external && name == "tcp") {
+                continue;
+            }
+            out.push(UnknownProtocol {
+                resource: r.id.clone(),
+                namespace: r.namespace.clone(),
+                service: r.name.clone(),
+                index,
+                port: number.cloned().unwrap_or_else(|| Json::from("?")),
+                name,
+                app,
+                external,
+                external_name: spec
+                    .get("externalName")
+                    .and_then(Json::as_str)
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_string),
+                sniffed,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{load, SourceFile};
+
+    /// The ports of `services.yaml` IST0118/IST0150 would name, as `name:index` and
+    /// what Istio does with them.
+    fn named(yaml: &str) -> Vec<String> {
+        let loaded = load(
+            &[SourceFile {
+                path: "services.yaml".into(),
+                bytes: yaml.as_bytes().to_vec(),
+            }],
+            &Default::default(),
+        );
+        unknown_protocols(&loaded.resources)
+            .into_iter()
+            .map(|p| {
+                let how = match (p.external, p.sniffed) {
+                    (false, _) => "sniffed",
+                    (true, true) => "external-unknown",
+                    (true, false) => "external-tcp",
+                };
+                format!("{}:{}:{how}", p.service, p.index)
+            })
+            .collect()
+    }
+
+    fn service(name: &str, extra: &str, ports: &str) -> String {
+        format!("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: shop\n{extra}spec:\n  ports: {ports}\n")
+    }
+
+    #[test]
+    fn known_names_and_app_protocols_are_left_alone() {
+        let names = [
+            "http",
+            "http2-a",
+            "https-b",
+            "tcp-db",
+            "tls",
+            "udp-x",
+            "grpc",
+            "grpc-web",
+            "grpc-web-x",
+            "mongo-1",
+            "redis",
+            "mysql-main",
+            "HTTP-Upper",
+        ];
+        let ports: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("{{port: {}, name: {n}}}", 8000 + i))
+            .collect();
+        let yaml = service("cart", "", &format!("[{}]", ports.join(", ")))
+            + &service(
+                "web",
+                "",
+                "[{port: 8080, name: web, appProtocol: http}, {port: 8081, name: a, appProtocol: kubernetes.io/h2c}, {port: 8082, name: b, appProtocol: kubernetes.io/ws}, {port: 8443, name: c, appProtocol: kubernetes.io/wss}]",
+            );
+        assert_eq!(named(&yaml), Vec::<String>::new());
+    }
+
+    #[test]
+    fn unknown_unnamed_and_bad_app_protocols_are_sniffed() {
+        let yaml = service(
+            "cart",
+            "",
+            "[{port: 80, name: http}, {port: 9090, name: metrics}, {port: 8080}, {port: 8081, name: http, appProtocol: web}, {port: 50051, name: triple-api}]",
+        );
+        assert_eq!(
+            named(&yaml),
+            [
+                "cart:1:sniffed",
+                "cart:2:sniffed",
+                "cart:3:sniffed",
+                "cart:4:sniffed"
+            ]
+        );
+        let p = &unknown_protocols(
+            &load(
+                &[SourceFile {
+                    path: "s.yaml".into(),
+                    bytes: yaml.into_bytes(),
+                }],
+                &Default::default(),
+            )
+            .resources,
+        )[2];
+        assert_eq!((p.name.as_str(), p.app.as_str()), ("http", "web"));
+        assert_eq!(p.port, Json::from(8081));
+    }
+
+    #[test]
+    fn udp_and_server_first_ports_are_not_sniffed() {
+        let yaml = service(
+            "cart",
+            "",
+            "[{port: 5353, protocol: UDP, name: mdns}, {port: 25, name: smtp}, {port: 53, name: dns}, {port: 3306, name: db}, {port: 27017}, {port: 3307, name: db}]",
+        );
+        assert_eq!(named(&yaml), ["cart:5:sniffed"]);
+    }
+
+    #[test]
+    fn istio_gateway_and_other_kinds_of_service_are_left_out() {
+        let yaml = service("istiod", "  labels: {istio: pilot}\n", "[{port: 15012, name: xds-tls}]")
+            + &service("ingress", "  labels: {istio: ''}\n", "[{port: 80, name: web}]")
+            + &service("old", "  labels: {release: istio}\n", "[{port: 80, name: web}]")
+            + &service("mine", "  labels: {release: shop}\n", "[{port: 80, name: web}]")
+            + &service(
+                "waypoint",
+                "  labels: {gateway.istio.io/managed: istio.io-mesh-controller}\n",
+                "[{port: 15008, name: mesh}]",
+            )
+            + &service(
+                "gw",
+                "  labels: {gateway.networking.k8s.io/gateway-name: gw}\n",
+                "[{port: 80, name: web}]",
+            )
+            + "---\napiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: {name: hello, namespace: shop}\nspec:\n  ports: [{port: 80, name: web}]\n";
+        assert_eq!(named(&yaml), ["mine:0:sniffed"]);
+    }
+
+    #[test]
+    fn external_name_ports_named_tcp_or_unknown() {
+        let yaml = service(
+            "payments",
+            "",
+            "[{port: 8000, name: web}, {port: 5432, name: tcp}, {port: 5433, name: tcp-db}, {port: 443, name: https}, {port: 3306, name: db}, {port: 3306, name: tcp}, {port: 9000}]",
+        )
+        .replace("spec:\n", "spec:\n  type: ExternalName\n  externalName: payments.example.com\n");
+        assert_eq!(
+            named(&yaml),
+            [
+                "payments:0:external-unknown",
+                "payments:1:external-tcp",
+                "payments:5:external-tcp",
+                "payments:6:external-unknown"
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_ports_are_skipped_not_fatal() {
+        let yaml = service("a", "", "'80'")
+            + "---\napiVersion: v1\nkind: Service\nmetadata: {name: b, namespace: shop, labels: not-labels}\nspec:\n  ports: [null, 8080, {port: x, name: 7}]\n"
+            + "---\napiVersion: v1\nkind: Service\nmetadata: {name: c, namespace: shop}\nspec: not-a-spec\n";
+        assert_eq!(named(&yaml), ["b:2:sniffed"]);
+    }
 }
