@@ -236,8 +236,21 @@ base_workloads_by_id[b.id] contains b if some b in lib.base_workloads
 
 base_groups_by_id[g.id] contains g if some g in lib.base_workload_groups
 
-sa_changes contains c if {
+# [id, service account] pairs: a workload whose pair base lacks, and whose id base
+# has, changes identity. Sets of pairs compare natively; the indexes by id are built
+# only when one does (a hundred thousand lookups otherwise, for nothing in most PRs).
+identities(ws) := {[w.id, w.service_account] | some w in ws}
+
+changed_workload_ids := {id | some [id, _] in identities(lib.model_workloads) - identities(lib.base_workloads)} & {b.id | some b in lib.base_workloads}
+
+head_workloads_by_id[w.id] contains w if {
+	count(changed_workload_ids) > 0
 	some w in lib.model_workloads
+}
+
+sa_changes contains c if {
+	some id in changed_workload_ids
+	some w in head_workloads_by_id[id]
 	copies := base_workloads_by_id[w.id]
 	not w.service_account in {b.service_account | some b in copies}
 	some b in copies

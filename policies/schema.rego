@@ -9,6 +9,11 @@
 #
 # Manifests are hostile input: a builtin given the wrong type fails the whole policy, so
 # every value is type-checked before it is passed to one.
+#
+# Every check reads one object (and the model's facts about that object) and names it:
+# base and head share what it finds on the objects they hold alike, and it runs on parts
+# of a revision side by side (src/policy/mod.rs, PER_OBJECT_MARK). Keep it so.
+# meshward: per-object
 package meshward.rules.schema
 
 import rego.v1

@@ -407,3 +407,56 @@ fn the_repository_config_sets_the_schema_rules_severity() {
     .expect("write");
     assert!(with_rule(&check_dir(dir.path()), "schema/not-checked").is_empty());
 }
+
+fn dry_run_policy(name: &str, value: &str) -> String {
+    format!("apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata:\n  name: {name}\n  namespace: shop\n  annotations:\n    istio.io/dry-run: \"{value}\"\nspec:\n  action: DENY\n  rules:\n    - from:\n        - source:\n            namespaces: [\"shop\"]\n")
+}
+
+/// The webhook checks run once on what base and head hold alike (head's findings on
+/// them are base's too) and on each revision's own objects.
+#[test]
+fn webhook_findings_on_unchanged_objects_stay_existing_and_edits_are_judged() {
+    let repo = GitRepo::new();
+    let files = |a: &str, b: &str, c: &str| {
+        [
+            ("a.yaml", dry_run_policy("a", a)),
+            ("b.yaml", dry_run_policy("b", b)),
+            ("c.yaml", dry_run_policy("c", c)),
+        ]
+    };
+    let commit = |a, b, c, message| {
+        let f = files(a, b, c);
+        let refs: Vec<(&str, &str)> = f.iter().map(|(p, t)| (*p, t.as_str())).collect();
+        repo.commit_files(&refs, message)
+    };
+    // a stays invalid, b becomes invalid, c is repaired.
+    let base = commit("maybe", "true", "perhaps", "base");
+    let head = commit("maybe", "sometimes", "false", "head");
+    let report = check_change(&repo, &base, &head);
+    let mut seen: Vec<String> = with_rule(&report, "schema/invalid")
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {:?} {}:{}",
+                f.resource.as_ref().map(|r| r.name.as_str()).unwrap_or(""),
+                f.status,
+                f.file,
+                f.line
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "a Existing a.yaml:7",
+            "b Introduced b.yaml:7",
+            "c Resolved c.yaml:7"
+        ],
+        "{:?}",
+        report.findings
+    );
+    assert!(with_rule(&report, "schema/invalid")
+        .iter()
+        .all(|f| f.message.contains("not a boolean")));
+}

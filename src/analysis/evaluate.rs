@@ -5,11 +5,11 @@ use crate::evidence::Evidence;
 use crate::finding::{Finding, Severity, Status};
 use crate::manifest::{self, input_finding, Resource};
 use crate::model::Model;
-use crate::policy::input::{build_input, policy_value};
-use crate::policy::{Policies, PolicyLimits, RawFinding};
+use crate::policy::input::{policy_value, InputParts};
+use crate::policy::{Packages, Policies, PolicyLimits, PolicyProblem, RawFinding};
 use crate::report::RevisionSummary;
 use anyhow::Result;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 pub(super) struct Evaluated {
     /// The bodies are released (null) once their policy values are built: read
@@ -20,34 +20,155 @@ pub(super) struct Evaluated {
     pub(super) summary: RevisionSummary,
 }
 
-/// Evaluates the policies over one revision. `own` is the revision's model as a
-/// policy value when the caller has it already; `base` is base's model as one.
+/// One revision ready for its policies.
+pub(super) struct Prepared {
+    loaded: manifest::Loaded,
+    model: Model,
+    schema: Vec<crate::schema::Checked>,
+    label: String,
+    parts: InputParts,
+}
+
+/// Builds one revision's policy input. `own` is the revision's model as a policy
+/// value when the caller has it already; `base` is base's model as one.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn evaluate_revision(
+pub(super) fn prepare(
     (loaded, model): (manifest::Loaded, Model),
     schema: Vec<crate::schema::Checked>,
     own: Option<&regorus::Value>,
     base: Option<&regorus::Value>,
     bodies: Vec<regorus::Value>,
     label: &str,
-    (policies, limits): (&Policies, &PolicyLimits),
     config: &RepoConfig,
     evidence: Option<&Evidence>,
-) -> Evaluated {
+) -> Prepared {
     let started = std::time::Instant::now();
-    let own = own.cloned().unwrap_or_else(|| policy_value(&model));
-    let input = build_input(&loaded.resources, bodies, own, base, evidence, config);
+    let own = || own.cloned().unwrap_or_else(|| policy_value(&model));
+    let parts = InputParts::new(&loaded.resources, bodies, own, base, evidence, config);
     tracing::debug!(
         revision = label,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "policy input built"
     );
-    let (raw, problems) = policies.evaluate(input, limits);
+    Prepared {
+        loaded,
+        model,
+        schema,
+        label: label.to_string(),
+        parts,
+    }
+}
+
+/// What evaluating gave one revision.
+type Raw = (Vec<RawFinding>, Vec<PolicyProblem>);
+
+/// Evaluates the policies over head and base (with the ids of the objects base holds
+/// exactly as head does: one copy each, the same parse). Per-object packages run once
+/// on head and only on base's other objects: on a shared object they find the same in
+/// both revisions. Every package and part runs side by side.
+pub(super) fn evaluate_revisions(
+    head: Prepared,
+    base: Option<(Prepared, HashSet<String>)>,
+    (policies, limits): (&Policies, &PolicyLimits),
+    config: &RepoConfig,
+) -> (Evaluated, Option<Evaluated>) {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Of {
+        Head,
+        HeadPart,
+        Base,
+        BasePart,
+    }
+    let started = std::time::Instant::now();
+    let split = policies.has_per_object();
+    let mut requests = Vec::new();
+    let mut of = Vec::new();
+    let mut ask = |input, which, whose| {
+        requests.push((input, which));
+        of.push(whose);
+    };
+    let whole = if split {
+        Packages::Joined
+    } else {
+        Packages::All
+    };
+    ask(head.parts.input(|_| true), whole, Of::Head);
+    if split {
+        for part in parts((0..head.parts.len()).collect()) {
+            ask(
+                head.parts.input(|i| part.binary_search(&i).is_ok()),
+                Packages::PerObject,
+                Of::HeadPart,
+            );
+        }
+    }
+    if let Some((b, shared)) = &base {
+        ask(b.parts.input(|_| true), whole, Of::Base);
+        if split {
+            let own: Vec<usize> = (0..b.parts.len())
+                .filter(|&i| !shared.contains(&b.loaded.resources[i].id))
+                .collect();
+            for part in parts(own) {
+                ask(
+                    b.parts.input(|i| part.binary_search(&i).is_ok()),
+                    Packages::PerObject,
+                    Of::BasePart,
+                );
+            }
+        }
+    }
+    let results = policies.evaluate_many(requests, limits);
     tracing::debug!(
-        revision = label,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "policies evaluated"
     );
+    let (mut head_raw, mut base_raw): (Raw, Raw) = Default::default();
+    for (whose, (findings, problems)) in of.into_iter().zip(results) {
+        if whose == Of::HeadPart {
+            // What a per-object package found on an object base holds alike is
+            // base's too; a part that failed, failed for base's copy as well.
+            if let Some((_, shared)) = &base {
+                base_raw.0.extend(
+                    findings
+                        .iter()
+                        .filter(|f| f.resource.as_ref().is_some_and(|r| shared.contains(r)))
+                        .cloned(),
+                );
+                base_raw.1.extend(problems.iter().cloned());
+            }
+        }
+        let to = match whose {
+            Of::Head | Of::HeadPart => &mut head_raw,
+            Of::Base | Of::BasePart => &mut base_raw,
+        };
+        to.0.extend(findings);
+        to.1.extend(problems);
+    }
+    rayon::join(
+        || finish(head, head_raw, config),
+        || base.map(|(b, _)| finish(b, base_raw, config)),
+    )
+}
+
+/// A revision's objects in parts to evaluate side by side: one per core from a few
+/// thousand objects on, each in the revision's order.
+fn parts(objects: Vec<usize>) -> Vec<Vec<usize>> {
+    const PER_PART: usize = 2_000;
+    let count = (objects.len() / PER_PART).clamp(1, rayon::current_num_threads().max(1));
+    let size = objects.len().div_ceil(count).max(1);
+    objects.chunks(size).map(<[usize]>::to_vec).collect()
+}
+
+/// Turns what the policies returned for one revision into its findings.
+fn finish(prepared: Prepared, (raw, problems): Raw, config: &RepoConfig) -> Evaluated {
+    let Prepared {
+        loaded,
+        model,
+        schema,
+        label,
+        parts,
+    } = prepared;
+    super::let_go(parts);
     let by_id: HashMap<&str, &Resource> = loaded
         .resources
         .iter()
@@ -94,7 +215,7 @@ pub(super) fn evaluate_revision(
     let findings: Vec<Finding> = keyed.into_iter().map(|(_, f)| f).collect();
     Evaluated {
         summary: RevisionSummary {
-            revision: label.to_string(),
+            revision: label,
             files: loaded.files,
             resources: loaded.resources.len(),
             skipped_documents: loaded.skipped_documents,
@@ -166,4 +287,77 @@ pub(super) fn to_finding(
         occurrence: None,
         cluster: None,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{load, Limits, SourceFile};
+
+    /// What a per-object package finds on a revision is what it finds on each of its
+    /// objects alone, and each finding names its object: the contract that lets base
+    /// and head share findings and a revision be evaluated in parts. Checked on the
+    /// Istio documents of the schema fixtures (one per webhook constraint class).
+    #[test]
+    fn per_object_packages_find_on_each_object_what_they_find_on_all() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema/istio");
+        let mut files = Vec::new();
+        for side in ["invalid", "valid"] {
+            for entry in std::fs::read_dir(root.join(side)).expect("fixtures") {
+                let path = entry.expect("entry").path();
+                files.push(SourceFile {
+                    path: format!(
+                        "{side}/{}",
+                        path.file_name().expect("name").to_string_lossy()
+                    ),
+                    bytes: std::fs::read(&path).expect("read"),
+                });
+            }
+        }
+        let loaded = load(&files, &Limits::default());
+        assert!(loaded.resources.len() > 400, "{}", loaded.resources.len());
+        let model = crate::model::build(&loaded.resources, &Default::default(), None);
+        let bodies = crate::policy::input::BodyValues::of(loaded.resources.iter())
+            .of_each(&loaded.resources);
+        let config = RepoConfig::default();
+        let parts = InputParts::new(
+            &loaded.resources,
+            bodies,
+            || policy_value(&model),
+            None,
+            None,
+            &config,
+        );
+        let policies = Policies::compile(&crate::policy::builtin(), &[]).expect("compile");
+        assert!(policies.has_per_object());
+        let limits = PolicyLimits {
+            runner: None,
+            ..PolicyLimits::default()
+        };
+        let key =
+            |f: &RawFinding| format!("{:?} {:?} {} {}", f.resource, f.path, f.rule, f.message);
+        let mut requests = vec![(parts.input(|_| true), Packages::PerObject)];
+        requests
+            .extend((0..parts.len()).map(|i| (parts.input(move |j| j == i), Packages::PerObject)));
+        let mut results = policies.evaluate_many(requests, &limits).into_iter();
+        let (whole, problems) = results.next().expect("whole");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(whole.len() > 100, "{}", whole.len());
+        assert!(
+            whole.iter().all(|f| f.resource.is_some()),
+            "a finding names no object"
+        );
+        let mut alone: Vec<String> = Vec::new();
+        for (found, problems) in results {
+            assert!(problems.is_empty(), "{problems:?}");
+            alone.extend(found.iter().map(key));
+        }
+        let mut whole: Vec<String> = whole.iter().map(key).collect();
+        whole.sort();
+        whole.dedup();
+        alone.sort();
+        alone.dedup();
+        assert_eq!(whole, alone);
+    }
 }

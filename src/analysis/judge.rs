@@ -3,7 +3,7 @@
 //! judged once per cluster (see `clusters`).
 
 use super::diff::{self, diff};
-use super::evaluate::{evaluate_revision, Evaluated};
+use super::evaluate::{evaluate_revisions, prepare, Evaluated};
 use super::{gather_evidence, Options};
 use crate::config::RepoConfig;
 use crate::evidence::Evidence;
@@ -65,14 +65,21 @@ impl Judge<'_> {
         let base_model = base_loaded.as_ref().map(|(_, m, _)| m);
         // Base's model is in both policy inputs (head's `base`, base's `model` and
         // `base`): converted once and shared, as it is one of the largest parts of either.
+        // Head's model was built without base's: kept unless base changes it.
+        let head_built = head
+            .model
+            .take()
+            .filter(|m| base_model.is_none_or(|b| model::same_against(m, b)));
         let (head_model, (base_value, bodies)) = rayon::join(
             || {
-                model::build_with(
-                    &head.loaded.resources,
-                    &config.mesh,
-                    base_model,
-                    &head.labels,
-                )
+                head_built.unwrap_or_else(|| {
+                    model::build_with(
+                        &head.loaded.resources,
+                        &config.mesh,
+                        base_model,
+                        &head.labels,
+                    )
+                })
             },
             || {
                 let base_resources = base_loaded.iter().flat_map(|(l, _, _)| &l.resources);
@@ -121,6 +128,10 @@ impl Judge<'_> {
             },
         );
         tracing::debug!("schemas checked");
+        let shared = base_loaded
+            .as_ref()
+            .map(|(l, _, _)| shared_objects(&l.resources, &head.loaded.resources))
+            .unwrap_or_default();
         // From here on the policy values stand for the bodies: the parsed JSON, the
         // largest part of a revision held twice, is let go before the evaluation.
         let head_bodies = bodies.of_each(&head.loaded.resources);
@@ -137,46 +148,42 @@ impl Judge<'_> {
             use rayon::prelude::*;
             released.into_par_iter().for_each(drop);
         }
-        let evaluate = |loaded: (manifest::Loaded, Model),
-                        bodies: Vec<regorus::Value>,
-                        own: Option<&regorus::Value>,
-                        label: &str,
-                        schema: Vec<schema::Checked>| {
-            evaluate_revision(
-                loaded,
-                schema,
-                own,
-                base_value.as_ref(),
-                bodies,
-                label,
-                (self.policies, self.limits),
-                config,
-                evidence.as_ref(),
-            )
-        };
+        let evidence_ref = evidence.as_ref();
         let head_label = head.label;
-        let (head_eval, base_eval) = rayon::join(
+        let (head_ready, base_ready) = rayon::join(
             || {
-                evaluate(
+                prepare(
                     (head.loaded, head_model),
-                    head_bodies,
-                    None,
-                    &head_label,
                     head_schema,
+                    None,
+                    base_value.as_ref(),
+                    head_bodies,
+                    &head_label,
+                    config,
+                    evidence_ref,
                 )
             },
             || {
                 // Base is judged against itself: nothing in it is "introduced".
                 base_loaded.take().map(|(loaded, model, label, bodies)| {
-                    evaluate(
+                    prepare(
                         (loaded, model),
-                        bodies,
-                        base_value.as_ref(),
-                        &label,
                         base_schema,
+                        base_value.as_ref(),
+                        base_value.as_ref(),
+                        bodies,
+                        &label,
+                        config,
+                        evidence_ref,
                     )
                 })
             },
+        );
+        let (head_eval, base_eval) = evaluate_revisions(
+            head_ready,
+            base_ready.map(|b| (b, shared)),
+            (self.policies, self.limits),
+            config,
         );
         drop(base_value);
         let mut findings = match &base_eval {
@@ -222,5 +229,30 @@ fn release_bodies(resources: &mut [manifest::Resource]) -> Vec<std::sync::Arc<se
     resources
         .iter_mut()
         .map(|r| std::mem::replace(&mut r.body, null.clone()))
+        .collect()
+}
+
+/// Ids of the objects base holds exactly as head does: one copy in each, the same
+/// parsed body (the same file, unchanged).
+fn shared_objects(
+    base: &[manifest::Resource],
+    head: &[manifest::Resource],
+) -> std::collections::HashSet<String> {
+    use std::collections::HashMap;
+    fn copies(resources: &[manifest::Resource]) -> HashMap<&str, Vec<usize>> {
+        let mut by_id: HashMap<&str, Vec<usize>> = HashMap::new();
+        for r in resources {
+            by_id
+                .entry(r.id.as_str())
+                .or_default()
+                .push(std::sync::Arc::as_ptr(&r.body) as usize);
+        }
+        by_id
+    }
+    let head = copies(head);
+    copies(base)
+        .into_iter()
+        .filter(|(id, bodies)| bodies.len() == 1 && head.get(id) == Some(bodies))
+        .map(|(id, _)| id.to_string())
         .collect()
 }

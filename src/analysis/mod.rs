@@ -219,10 +219,23 @@ pub fn analyze(
     if let Some(b) = &base {
         crate::render::parse_shared(&[head.tree, b.tree], &config, &render_settings);
     }
-    // Base's model is built on base's thread while head is parsed, unless context
-    // roots may still be added to base (a root base left unrendered).
-    let (mut head_parsed, base_parsed) = rayon::join(
-        || crate::render::revision(head.tree, &config, &render_settings),
+    // Each revision's model is built on its own thread once it is parsed, unless
+    // context roots may still be added to it (a root left unrendered). Head's is
+    // built without base's, and kept where base changes nothing in it.
+    let (head_parsed, base_parsed) = rayon::join(
+        || {
+            let parsed = crate::render::revision(head.tree, &config, &render_settings);
+            let complete = parsed.rendered.iter().all(|r| *r);
+            let model = complete.then(|| {
+                model::build_with(
+                    &parsed.loaded.resources,
+                    &config.mesh,
+                    None,
+                    &parsed.namespace_labels,
+                )
+            });
+            (parsed, model)
+        },
         || {
             base.as_ref().map(|b| {
                 let settings = crate::render::Settings {
@@ -247,8 +260,10 @@ pub fn analyze(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "rendered and parsed"
     );
+    let (mut head_parsed, mut head_model) = head_parsed;
     let (mut base_parsed, mut base_model) = base_parsed.unzip();
     if let Some(changed) = &opts.changed_paths {
+        let head_before = head_parsed.linked();
         let before = base_parsed.as_ref().map(RenderedRevision::linked);
         crate::render::context(
             (head.tree, &mut head_parsed),
@@ -259,6 +274,9 @@ pub fn analyze(
         );
         if base_parsed.as_ref().map(RenderedRevision::linked) != before {
             base_model = None;
+        }
+        if head_parsed.linked() != head_before {
+            head_model = None;
         }
     }
     drop(parsed);
@@ -300,7 +318,7 @@ pub fn analyze(
         let head_side = side(
             head_parsed.loaded,
             &head_parsed.namespace_labels,
-            None,
+            head_model,
             &head.label,
             &head_schemas,
         );
@@ -746,4 +764,13 @@ fn apply_install_mesh(
     }
     config.mesh = mesh;
     notes
+}
+
+/// Frees `value` on a thread of its own: a revision's policy values are a hundred
+/// thousand small allocations, and the report need not wait for them to be freed.
+pub(super) fn let_go<T: Send + 'static>(value: T) {
+    // Where no thread can be started, the closure (and `value`) is dropped here.
+    let _ = std::thread::Builder::new()
+        .name("meshward-free".into())
+        .spawn(move || drop(value));
 }

@@ -258,6 +258,26 @@ pub fn build(resources: &[Resource], mesh: &MeshConfig, base: Option<&Model>) ->
     build_with(resources, mesh, base, &[])
 }
 
+/// A workload that gains a proxy by its namespace's label alone: its pods, created
+/// before, keep running without one until they are recreated. Only against a base
+/// known to be without a proxy: a namespace that was not declared in base may have
+/// been injected all along.
+fn pending_rollout(w: &Workload, before: &Workload) -> bool {
+    w.proxy && !before.proxy && before.proxy_known && before.template_hash == w.template_hash
+}
+
+/// Whether `head`, built without a base, is what `build_with` gives against `base`:
+/// base changes a model only through workloads whose rollout is pending.
+pub fn same_against(head: &Model, base: &Model) -> bool {
+    let before: HashMap<&str, &Workload> =
+        base.workloads.iter().map(|w| (w.id.as_str(), w)).collect();
+    !head.workloads.iter().any(|w| {
+        before
+            .get(w.id.as_str())
+            .is_some_and(|b| pending_rollout(w, b))
+    })
+}
+
 /// [`build`], with the namespace labels app objects set (from the render plan).
 pub fn build_with(
     resources: &[Resource],
@@ -309,13 +329,7 @@ pub fn build_with(
                 .cloned();
             w.proxy_requests = scale::proxy_requests(&w.annotations, mesh);
             if let Some(before) = base_workloads.get(w.id.as_str()) {
-                // Only a base known to be without a proxy: a namespace that was not
-                // declared in base may have been injected all along.
-                if w.proxy
-                    && !before.proxy
-                    && before.proxy_known
-                    && before.template_hash == w.template_hash
-                {
+                if pending_rollout(&w, before) {
                     w.proxy = false;
                     w.pending_rollout = true;
                     w.proxy_reason = format!(

@@ -94,49 +94,85 @@ fn resource_value(r: &Resource, body: regorus::Value, strings: &mut Strings) -> 
     Value::from(fields)
 }
 
-/// `bodies` are the policy values of `resources`' bodies, in their order.
-pub(crate) fn build_input(
-    resources: &[Resource],
-    bodies: Vec<regorus::Value>,
-    model: regorus::Value,
-    base: Option<&regorus::Value>,
-    evidence: Option<&Evidence>,
-    config: &RepoConfig,
-) -> regorus::Value {
-    use regorus::Value;
-    let mut all = Vec::with_capacity(resources.len());
-    let mut by_kind: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
-    let mut strings = Strings::default();
-    for (r, body) in resources.iter().zip(bodies) {
-        let v = resource_value(r, body, &mut strings);
-        by_kind.entry(r.kind.clone()).or_default().push(v.clone());
-        all.push(v);
+/// A revision's policy input in parts, so that inputs holding only some of its
+/// resources (and all of the rest: models, evidence, config) cost no copy.
+pub(crate) struct InputParts {
+    /// Each resource's kind and policy value, in the revision's order.
+    resources: Vec<(String, regorus::Value)>,
+    /// `model`, `base`, `evidence` and `config`.
+    common: Vec<(regorus::Value, regorus::Value)>,
+}
+
+impl InputParts {
+    /// `bodies` are the policy values of `resources`' bodies, in their order.
+    /// `model` gives the revision's model as a policy value: it is built beside the
+    /// resources' values.
+    pub(crate) fn new(
+        resources: &[Resource],
+        bodies: Vec<regorus::Value>,
+        model: impl FnOnce() -> regorus::Value + Send,
+        base: Option<&regorus::Value>,
+        evidence: Option<&Evidence>,
+        config: &RepoConfig,
+    ) -> InputParts {
+        use regorus::Value;
+        let (model, resources) = rayon::join(model, || {
+            let mut strings = Strings::default();
+            resources
+                .iter()
+                .zip(bodies)
+                .map(|(r, body)| (r.kind.clone(), resource_value(r, body, &mut strings)))
+                .collect()
+        });
+        let to_value = |j: serde_json::Value| Value::from(j);
+        let common = vec![
+            (Value::from("model"), model),
+            (Value::from("base"), base.cloned().unwrap_or(Value::Null)),
+            (
+                Value::from("evidence"),
+                evidence
+                    .map(|e| to_value(serde_json::to_value(e).unwrap_or_default()))
+                    .unwrap_or(Value::Null),
+            ),
+            (
+                Value::from("config"),
+                to_value(serde_json::json!({ "mesh": config.mesh })),
+            ),
+        ];
+        InputParts { resources, common }
     }
-    let to_value = |j: serde_json::Value| Value::from(j);
-    let mut input = Value::new_object();
-    if let Ok(map) = input.as_object_mut() {
-        map.insert(Value::from("resources"), Value::from(all));
-        let mut kinds = Value::new_object();
-        if let Ok(k) = kinds.as_object_mut() {
-            for (kind, list) in by_kind {
-                k.insert(Value::from(kind), Value::from(list));
+
+    pub(crate) fn len(&self) -> usize {
+        self.resources.len()
+    }
+
+    /// The input with the resources `keep` admits (by index), listed and by kind.
+    pub(crate) fn input(&self, keep: impl Fn(usize) -> bool) -> regorus::Value {
+        use regorus::Value;
+        let mut all = Vec::new();
+        let mut by_kind: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
+        for (i, (kind, v)) in self.resources.iter().enumerate() {
+            if keep(i) {
+                by_kind.entry(kind).or_default().push(v.clone());
+                all.push(v.clone());
             }
         }
-        map.insert(Value::from("by_kind"), kinds);
-        map.insert(Value::from("model"), model);
-        map.insert(Value::from("base"), base.cloned().unwrap_or(Value::Null));
-        map.insert(
-            Value::from("evidence"),
-            evidence
-                .map(|e| to_value(serde_json::to_value(e).unwrap_or_default()))
-                .unwrap_or(Value::Null),
-        );
-        map.insert(
-            Value::from("config"),
-            to_value(serde_json::json!({ "mesh": config.mesh })),
-        );
+        let mut input = Value::new_object();
+        if let Ok(map) = input.as_object_mut() {
+            map.insert(Value::from("resources"), Value::from(all));
+            let mut kinds = Value::new_object();
+            if let Ok(k) = kinds.as_object_mut() {
+                for (kind, list) in by_kind {
+                    k.insert(Value::from(kind), Value::from(list));
+                }
+            }
+            map.insert(Value::from("by_kind"), kinds);
+            for (k, v) in &self.common {
+                map.insert(k.clone(), v.clone());
+            }
+        }
+        input
     }
-    input
 }
 
 #[cfg(test)]

@@ -66,21 +66,20 @@ impl Ended {
     }
 }
 
-/// Evaluates every package of `policies` in workers of `runner`: one outcome per
-/// package, in `policies.packages` order.
+/// Evaluates the packages of `policies` at `chosen` (indices, in order) in workers of
+/// `runner`: one outcome per chosen package, in that order.
 pub(super) fn evaluate(
     policies: &Policies,
     runner: &Path,
     input: regorus::Value,
+    chosen: &[usize],
     limits: &PolicyLimits,
 ) -> Vec<Outcome> {
-    let all = policies.packages.len();
+    let all = chosen.len();
+    let name = |i: usize| policies.packages[chosen[i]].0.clone();
     let mut outcomes: Vec<Outcome> = Vec::with_capacity(all);
     while outcomes.len() < all {
-        let rest: Vec<String> = policies.packages[outcomes.len()..]
-            .iter()
-            .map(|(package, _)| package.clone())
-            .collect();
+        let rest: Vec<String> = (outcomes.len()..all).map(name).collect();
         let (answered, ended) = run_worker(policies, runner, &input, rest, limits);
         outcomes.extend(answered);
         let Some(ended) = ended else { continue };
@@ -89,7 +88,7 @@ pub(super) fn evaluate(
         }
         let message = ended.describe(limits);
         tracing::warn!(
-            package = policies.packages[outcomes.len()].0,
+            package = name(outcomes.len()),
             message,
             "policy worker stopped"
         );

@@ -46,6 +46,26 @@ impl PolicySource {
     pub fn is_test(&self) -> bool {
         self.path.ends_with("_test.rego")
     }
+
+    fn marked_per_object(&self) -> bool {
+        self.text.lines().any(|l| l.trim() == PER_OBJECT_MARK)
+    }
+}
+
+/// The line a built-in policy file carries when what its package finds on an object
+/// depends on that object alone (and the model's facts about it), and every finding
+/// names its object: base and head then share the findings on the objects they hold
+/// alike, and the package runs on parts of a revision side by side.
+const PER_OBJECT_MARK: &str = "# meshward: per-object";
+
+/// Which of the packages one evaluation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Packages {
+    All,
+    /// Those that are not per-object: they read the revision as a whole.
+    Joined,
+    /// Only the per-object ones.
+    PerObject,
 }
 
 /// The built-in policies, embedded in the binary so a fresh install needs nothing else.
@@ -175,6 +195,8 @@ pub struct Policies {
     engine: regorus::Engine,
     /// Packages (`data.x.y`) that define `findings`, with the file that says so.
     packages: Vec<(String, String)>,
+    /// Per `packages` entry: whether it is per-object (see `PER_OBJECT_MARK`).
+    per_object: Vec<bool>,
     /// What was compiled, for a child process to compile the same.
     trusted: Vec<PolicySource>,
     untrusted: Vec<PolicySource>,
@@ -246,9 +268,22 @@ impl Policies {
         }
         packages.sort();
         packages.dedup();
+        // Built-in files only, and only where the repository adds nothing to the
+        // package: its rules may read other objects.
+        let per_object = packages
+            .iter()
+            .map(|(package, _)| {
+                let of = |p: &&PolicySource| p.package().as_deref() == Some(package.as_str());
+                let mut trusted_files = trusted.iter().filter(of).peekable();
+                trusted_files.peek().is_some()
+                    && trusted_files.all(PolicySource::marked_per_object)
+                    && !accepted.iter().any(|p| of(&p))
+            })
+            .collect();
         Ok(Policies {
             engine,
             packages,
+            per_object,
             trusted,
             untrusted: accepted,
             problems,
@@ -256,32 +291,82 @@ impl Policies {
         })
     }
 
-    /// Evaluates every package's `findings` on `input`. A package that fails is a
+    /// Whether any package is per-object: only then do inputs of part of a revision
+    /// (`Packages::PerObject`) find anything.
+    pub(crate) fn has_per_object(&self) -> bool {
+        self.per_object.iter().any(|p| *p)
+    }
+
+    /// Evaluates the chosen packages' `findings` on each input, side by side on every
+    /// core: one (findings, problems) per request, in order. A package that fails is a
     /// problem; the others still report. With policies of the repository's own (which
-    /// may add rules to any package), in a child process when `limits.runner` names one.
-    pub fn evaluate(
+    /// may add rules to any package), in a child process per request when
+    /// `limits.runner` names one.
+    pub(crate) fn evaluate_many(
         &self,
-        input: regorus::Value,
+        requests: Vec<(regorus::Value, Packages)>,
         limits: &PolicyLimits,
-    ) -> (Vec<RawFinding>, Vec<PolicyProblem>) {
-        let outcomes = match (&limits.runner, self.untrusted.is_empty()) {
-            (Some(runner), false) => isolated::evaluate(self, runner, input, limits),
-            _ => {
-                let mut engine = self.engine.clone();
-                set_timeout(&mut engine, limits.timeout);
-                engine.set_input(input);
-                self.packages
-                    .iter()
-                    .map(|(package, _)| eval_package(&mut engine, package))
+    ) -> Vec<(Vec<RawFinding>, Vec<PolicyProblem>)> {
+        use rayon::prelude::*;
+        let chosen: Vec<Vec<usize>> = requests
+            .iter()
+            .map(|(_, which)| {
+                (0..self.packages.len())
+                    .filter(|&i| match which {
+                        Packages::All => true,
+                        Packages::Joined => !self.per_object[i],
+                        Packages::PerObject => self.per_object[i],
+                    })
                     .collect()
+            })
+            .collect();
+        let outcomes: Vec<Vec<Outcome>> = match (&limits.runner, self.untrusted.is_empty()) {
+            (Some(runner), false) => requests
+                .into_par_iter()
+                .zip(&chosen)
+                .map(|((input, _), packages)| {
+                    isolated::evaluate(self, runner, input, packages, limits)
+                })
+                .collect(),
+            _ => {
+                // One task per input and package, each on an engine of its own, so
+                // that a revision's largest packages need not wait for each other.
+                let tasks: Vec<(usize, usize)> = chosen
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(r, packages)| packages.iter().map(move |&p| (r, p)))
+                    .collect();
+                let done: Vec<Outcome> = tasks
+                    .par_iter()
+                    .with_max_len(1)
+                    .map(|&(r, p)| {
+                        let mut engine = self.engine.clone();
+                        set_timeout(&mut engine, limits.timeout);
+                        engine.set_input(requests[r].0.clone());
+                        eval_package(&mut engine, &self.packages[p].0)
+                    })
+                    .collect();
+                let mut per_request: Vec<Vec<Outcome>> =
+                    chosen.iter().map(|c| Vec::with_capacity(c.len())).collect();
+                for ((r, _), outcome) in tasks.into_iter().zip(done) {
+                    per_request[r].push(outcome);
+                }
+                per_request
             }
         };
-        let mut findings = Vec::new();
-        let mut problems = Vec::new();
-        for ((package, file), outcome) in self.packages.iter().zip(outcomes) {
-            interpret(package, file, outcome, &mut findings, &mut problems);
-        }
-        (findings, problems)
+        chosen
+            .iter()
+            .zip(outcomes)
+            .map(|(packages, outcomes)| {
+                let mut findings = Vec::new();
+                let mut problems = Vec::new();
+                for (&p, outcome) in packages.iter().zip(outcomes) {
+                    let (package, file) = &self.packages[p];
+                    interpret(package, file, outcome, &mut findings, &mut problems);
+                }
+                (findings, problems)
+            })
+            .collect()
     }
 }
 

@@ -27,7 +27,7 @@ impl ser::Error for Unsupported {
 /// `spec`…) and short values (kinds, namespaces, label values) repeat across
 /// thousands of objects and share one allocation.
 #[derive(Default)]
-pub(crate) struct Strings(std::collections::HashMap<String, Value>);
+pub(crate) struct Strings(std::collections::HashMap<String, Value, foldhash::fast::RandomState>);
 
 impl Strings {
     /// Longer strings (certificates, scripts, annotations) are seldom repeated.
