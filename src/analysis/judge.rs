@@ -82,10 +82,11 @@ impl Judge<'_> {
                 })
             },
             || {
+                // Side by side: where head's model is kept, this is all there is to do.
                 let base_resources = base_loaded.iter().flat_map(|(l, _, _)| &l.resources);
-                (
-                    base_model.map(policy_value),
-                    BodyValues::of(head.loaded.resources.iter().chain(base_resources)),
+                rayon::join(
+                    || base_model.map(policy_value),
+                    || BodyValues::of(head.loaded.resources.iter().chain(base_resources)),
                 )
             },
         );
