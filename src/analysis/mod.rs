@@ -222,37 +222,28 @@ pub fn analyze(
     // Each revision's model is built on its own thread once it is parsed, unless
     // context roots may still be added to it (a root left unrendered). Head's is
     // built without base's, and kept where base changes nothing in it.
+    let parse_and_model = |tree, settings: &crate::render::Settings| {
+        let parsed = crate::render::revision(tree, &config, settings);
+        let complete = parsed.rendered.iter().all(|r| *r);
+        let model = complete.then(|| {
+            model::build_with(
+                &parsed.loaded.resources,
+                &config.mesh,
+                None,
+                &parsed.namespace_labels,
+            )
+        });
+        (parsed, model)
+    };
     let (head_parsed, base_parsed) = rayon::join(
-        || {
-            let parsed = crate::render::revision(head.tree, &config, &render_settings);
-            let complete = parsed.rendered.iter().all(|r| *r);
-            let model = complete.then(|| {
-                model::build_with(
-                    &parsed.loaded.resources,
-                    &config.mesh,
-                    None,
-                    &parsed.namespace_labels,
-                )
-            });
-            (parsed, model)
-        },
+        || parse_and_model(head.tree, &render_settings),
         || {
             base.as_ref().map(|b| {
                 let settings = crate::render::Settings {
                     backwards: true,
                     ..render_settings.clone()
                 };
-                let parsed = crate::render::revision(b.tree, &config, &settings);
-                let complete = parsed.rendered.iter().all(|r| *r);
-                let model = complete.then(|| {
-                    model::build_with(
-                        &parsed.loaded.resources,
-                        &config.mesh,
-                        None,
-                        &parsed.namespace_labels,
-                    )
-                });
-                (parsed, model)
+                parse_and_model(b.tree, &settings)
             })
         },
     );
