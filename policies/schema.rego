@@ -10,7 +10,8 @@
 # Manifests are hostile input: a builtin given the wrong type fails the whole policy, so
 # every value is type-checked before it is passed to one.
 #
-# Every check reads one object (and the model's facts about that object) and names it:
+# Every check reads one object's body (and model facts drawn from that body alone: a
+# WorkloadEntry's address_problem) and names it:
 # base and head share what it finds on the objects they hold alike, and it runs on parts
 # of a revision side by side (src/policy/mod.rs, PER_OBJECT_MARK). Keep it so.
 # meshward: per-object

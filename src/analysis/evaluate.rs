@@ -331,6 +331,23 @@ mod tests {
         );
         let policies = Policies::compile(&crate::policy::builtin(), &[]).expect("compile");
         assert!(policies.has_per_object());
+        // A repository's policy may add rules to any package: none is per-object then.
+        let own = crate::policy::PolicySource {
+            path: ".meshward/policies/own.rego".into(),
+            text: "package meshward.rules
+
+import rego.v1
+
+schema.findings contains f if {
+	some f in input.resources
+	false
+}
+"
+            .into(),
+        };
+        let with_own = Policies::compile(&crate::policy::builtin(), &[own]).expect("compile");
+        assert!(with_own.problems.is_empty(), "{:?}", with_own.problems);
+        assert!(!with_own.has_per_object());
         let limits = PolicyLimits {
             runner: None,
             ..PolicyLimits::default()

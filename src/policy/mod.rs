@@ -53,8 +53,8 @@ impl PolicySource {
 }
 
 /// The line a built-in policy file carries when what its package finds on an object
-/// depends on that object alone (and the model's facts about it), and every finding
-/// names its object: base and head then share the findings on the objects they hold
+/// depends on that object's body alone (and model facts drawn from it), and every
+/// finding names its object: base and head then share the findings on the objects they hold
 /// alike, and the package runs on parts of a revision side by side.
 const PER_OBJECT_MARK: &str = "# meshward: per-object";
 
@@ -268,16 +268,19 @@ impl Policies {
         }
         packages.sort();
         packages.dedup();
-        // Built-in files only, and only where the repository adds nothing to the
-        // package: its rules may read other objects.
+        // Only where every compiled file is meshward's own: a file of the
+        // repository's or the operator's may add rules to any package (from a parent
+        // package, too), and such rules may read other objects.
+        let only_built_in =
+            accepted.is_empty() && trusted.iter().all(|p| p.path.starts_with("builtin:"));
         let per_object = packages
             .iter()
             .map(|(package, _)| {
                 let of = |p: &&PolicySource| p.package().as_deref() == Some(package.as_str());
-                let mut trusted_files = trusted.iter().filter(of).peekable();
-                trusted_files.peek().is_some()
-                    && trusted_files.all(PolicySource::marked_per_object)
-                    && !accepted.iter().any(|p| of(&p))
+                let mut files = trusted.iter().filter(of).peekable();
+                only_built_in
+                    && files.peek().is_some()
+                    && files.all(PolicySource::marked_per_object)
             })
             .collect();
         Ok(Policies {
