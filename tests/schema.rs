@@ -460,3 +460,58 @@ fn webhook_findings_on_unchanged_objects_stay_existing_and_edits_are_judged() {
         .iter()
         .all(|f| f.message.contains("not a boolean")));
 }
+
+/// An object both revisions hold alike is checked once when the CRDs are the same,
+/// and against each revision's own CRD when the change edits it.
+#[test]
+fn an_unchanged_object_is_judged_against_each_revisions_crd() {
+    let repo = GitRepo::new();
+    let loose = widget_crd("self.sizes.all(s, s > 0)", "^[a-z]+$");
+    let strict = widget_crd("self.sizes.all(s, s > 5)", "^[a-z]+$");
+    let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+    let base = repo.commit_files(
+        &[("crd.yaml", &loose), ("w.yaml", &widget("[1, 2]"))],
+        "base",
+    );
+    // Only the CRD changes: the untouched object is now refused, by this change.
+    let head = repo.commit_files(
+        &[("crd.yaml", &strict), ("w.yaml", &widget("[1, 2]"))],
+        "head",
+    );
+    let report = check_change(&repo, &base, &head);
+    let refused = with_rule(&report, "schema/invalid");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].status, Status::Introduced);
+    assert!(
+        refused[0].message.contains("s > 5"),
+        "{}",
+        refused[0].message
+    );
+    // A change elsewhere: the same CRD, the same object, the same refusal, existing.
+    let other = repo.commit_files(
+        &[
+            ("crd.yaml", &strict),
+            ("w.yaml", &widget("[1, 2]")),
+            ("ns.yaml", namespace),
+        ],
+        "other",
+    );
+    let report = check_change(&repo, &head, &other);
+    let refused = with_rule(&report, "schema/invalid");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].status, Status::Existing);
+    assert_eq!((refused[0].file.as_str(), refused[0].line), ("w.yaml", 6));
+    // Relaxed again: resolved.
+    let relaxed = repo.commit_files(
+        &[
+            ("crd.yaml", &loose),
+            ("w.yaml", &widget("[1, 2]")),
+            ("ns.yaml", namespace),
+        ],
+        "relaxed",
+    );
+    let report = check_change(&repo, &other, &relaxed);
+    let refused = with_rule(&report, "schema/invalid");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].status, Status::Resolved);
+}

@@ -105,34 +105,65 @@ impl Judge<'_> {
         let changed = base_loaded
             .as_ref()
             .map(|(l, _, _)| super::changed_resources(&l.resources, &head.loaded.resources));
-        // The API server's net reads the bodies: before they are let go.
-        let schema_of = |loaded: &manifest::Loaded, extra: &manifest::Loaded| {
-            let mut found: Vec<schema::Checked> = extra
-                .findings
-                .iter()
-                .cloned()
-                .map(schema::Checked::from)
-                .collect();
-            found.extend(
-                schema::Catalog::of(&loaded.resources, &extra.resources).check(&loaded.resources),
-            );
-            found
-        };
-        let (head_schema, base_schema) = rayon::join(
-            || schema_of(&head.loaded, &head.schemas),
-            || {
-                base_loaded
-                    .as_ref()
-                    .zip(base_schemas.as_ref())
-                    .map(|((l, _, _), extra)| schema_of(l, extra))
-                    .unwrap_or_default()
-            },
-        );
-        tracing::debug!("schemas checked");
         let shared = base_loaded
             .as_ref()
             .map(|(l, _, _)| shared_objects(&l.resources, &head.loaded.resources))
             .unwrap_or_default();
+        // The API server's net reads the bodies: before they are let go. Against the
+        // same CRDs, an object base holds as head does is refused alike: checked once.
+        let catalog_of = |loaded: &manifest::Loaded, extra: &manifest::Loaded| {
+            schema::Catalog::of(&loaded.resources, &extra.resources)
+        };
+        let (head_catalog, base_catalog) = rayon::join(
+            || catalog_of(&head.loaded, &head.schemas),
+            || {
+                base_loaded
+                    .as_ref()
+                    .zip(base_schemas.as_ref())
+                    .map(|((l, _, _), extra)| catalog_of(l, extra))
+            },
+        );
+        let alike = base_catalog
+            .as_ref()
+            .is_some_and(|b| b.same_crds(&head_catalog));
+        let head_objects = head_catalog.check(&head.loaded.resources, |_| true);
+        let schema_of =
+            |catalog: &schema::Catalog, extra: &manifest::Loaded, objects: Vec<schema::Checked>| {
+                let mut found: Vec<schema::Checked> = extra
+                    .findings
+                    .iter()
+                    .cloned()
+                    .map(schema::Checked::from)
+                    .collect();
+                found.extend(catalog.crd_findings());
+                found.extend(objects);
+                found
+            };
+        let base_schema = base_loaded
+            .as_ref()
+            .zip(base_schemas.as_ref())
+            .zip(base_catalog.as_ref())
+            .map(|(((l, _, _), extra), catalog)| {
+                let is_shared = |r: &manifest::Resource| alike && shared.contains(&r.id);
+                let mut objects = catalog.check(&l.resources, |r| !is_shared(r));
+                if alike {
+                    objects.extend(
+                        head_objects
+                            .iter()
+                            .filter(|c| {
+                                c.finding
+                                    .resource
+                                    .as_ref()
+                                    .is_some_and(|r| shared.contains(&r.id()))
+                            })
+                            .cloned(),
+                    );
+                }
+                schema_of(catalog, extra, objects)
+            })
+            .unwrap_or_default();
+        let head_schema = schema_of(&head_catalog, &head.schemas, head_objects);
+        tracing::debug!("schemas checked");
         // From here on the policy values stand for the bodies: the parsed JSON, the
         // largest part of a revision held twice, is let go before the evaluation.
         let head_bodies = bodies.of_each(&head.loaded.resources);

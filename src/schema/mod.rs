@@ -84,6 +84,8 @@ pub struct Catalog {
     by_kind: HashMap<(String, String), Vec<Arc<Definition>>>,
     /// Findings about the CRDs themselves.
     findings: Vec<Finding>,
+    /// The CRDs' bodies, in the order read: two catalogs of the same are one.
+    crds: Vec<Arc<Json>>,
 }
 
 fn compiler() -> &'static cel::Compiler {
@@ -246,7 +248,9 @@ impl Catalog {
         let mut by_kind: HashMap<(String, String), Vec<Arc<Definition>>> = HashMap::new();
         let mut seen: Vec<&Json> = Vec::new();
         let mut findings = Vec::new();
+        let mut crds = Vec::new();
         for r in resources.iter().chain(extra).filter(|r| is_crd(r)) {
+            crds.push(Arc::clone(&r.body));
             let (def, problems) = definition(
                 &r.body,
                 Source::Repository {
@@ -280,7 +284,22 @@ impl Catalog {
                     .push(Arc::new(def));
             }
         }
-        Catalog { by_kind, findings }
+        Catalog {
+            by_kind,
+            findings,
+            crds,
+        }
+    }
+
+    /// Whether `other` holds the same CRDs: then an object both revisions hold alike
+    /// is checked alike.
+    pub fn same_crds(&self, other: &Catalog) -> bool {
+        self.crds.len() == other.crds.len()
+            && self
+                .crds
+                .iter()
+                .zip(&other.crds)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
     }
 
     fn lookup<'a>(&'a self, r: &'a Resource) -> Option<(Vec<&'a Definition>, &'a str)> {
@@ -302,12 +321,21 @@ impl Catalog {
             .then_some((vec![d.as_ref()], version))
     }
 
-    /// Checks every object a CRD of the catalog defines.
-    pub fn check(&self, resources: &[Resource]) -> Vec<Checked> {
-        let mut out: Vec<Checked> = self.findings.iter().cloned().map(Checked::from).collect();
+    /// What the API server refuses of the CRDs themselves.
+    pub fn crd_findings(&self) -> impl Iterator<Item = Checked> + '_ {
+        self.findings.iter().cloned().map(Checked::from)
+    }
+
+    /// What the API server refuses of the objects among `resources` that `keep`
+    /// admits (the CRDs themselves: `crd_findings`).
+    pub fn check(
+        &self,
+        resources: &[Resource],
+        keep: impl Fn(&Resource) -> bool + Sync,
+    ) -> Vec<Checked> {
         let found: Vec<Vec<Checked>> = resources
             .par_iter()
-            .filter(|r| !is_crd(r))
+            .filter(|r| !is_crd(r) && keep(r))
             .map_init(
                 || compiler().evaluator(),
                 |eval, r| match self.lookup(r) {
@@ -316,8 +344,7 @@ impl Catalog {
                 },
             )
             .collect();
-        out.extend(found.into_iter().flatten());
-        out
+        found.into_iter().flatten().collect()
     }
 }
 
