@@ -469,49 +469,36 @@ fn an_unchanged_object_is_judged_against_each_revisions_crd() {
     let loose = widget_crd("self.sizes.all(s, s > 0)", "^[a-z]+$");
     let strict = widget_crd("self.sizes.all(s, s > 5)", "^[a-z]+$");
     let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
-    let base = repo.commit_files(
-        &[("crd.yaml", &loose), ("w.yaml", &widget("[1, 2]"))],
-        "base",
-    );
+    let object = widget("[1, 2]");
+    // The same object in every commit, beside `crd` (and a Namespace when `more`).
+    let commit = |crd: &str, more: bool, message: &str| {
+        let mut files = vec![("crd.yaml", crd), ("w.yaml", object.as_str())];
+        if more {
+            files.push(("ns.yaml", namespace));
+        }
+        repo.commit_files(&files, message)
+    };
+    let refused = |from: &str, to: &str| {
+        let report = check_change(&repo, from, to);
+        let found: Vec<meshward::finding::Finding> = with_rule(&report, "schema/invalid")
+            .into_iter()
+            .cloned()
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        found.into_iter().next().expect("one")
+    };
+    let base = commit(&loose, false, "base");
     // Only the CRD changes: the untouched object is now refused, by this change.
-    let head = repo.commit_files(
-        &[("crd.yaml", &strict), ("w.yaml", &widget("[1, 2]"))],
-        "head",
-    );
-    let report = check_change(&repo, &base, &head);
-    let refused = with_rule(&report, "schema/invalid");
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0].status, Status::Introduced);
-    assert!(
-        refused[0].message.contains("s > 5"),
-        "{}",
-        refused[0].message
-    );
+    let head = commit(&strict, false, "head");
+    let f = refused(&base, &head);
+    assert_eq!(f.status, Status::Introduced);
+    assert!(f.message.contains("s > 5"), "{}", f.message);
     // A change elsewhere: the same CRD, the same object, the same refusal, existing.
-    let other = repo.commit_files(
-        &[
-            ("crd.yaml", &strict),
-            ("w.yaml", &widget("[1, 2]")),
-            ("ns.yaml", namespace),
-        ],
-        "other",
-    );
-    let report = check_change(&repo, &head, &other);
-    let refused = with_rule(&report, "schema/invalid");
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0].status, Status::Existing);
-    assert_eq!((refused[0].file.as_str(), refused[0].line), ("w.yaml", 6));
+    let other = commit(&strict, true, "other");
+    let f = refused(&head, &other);
+    assert_eq!(f.status, Status::Existing);
+    assert_eq!((f.file.as_str(), f.line), ("w.yaml", 6));
     // Relaxed again: resolved.
-    let relaxed = repo.commit_files(
-        &[
-            ("crd.yaml", &loose),
-            ("w.yaml", &widget("[1, 2]")),
-            ("ns.yaml", namespace),
-        ],
-        "relaxed",
-    );
-    let report = check_change(&repo, &other, &relaxed);
-    let refused = with_rule(&report, "schema/invalid");
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0].status, Status::Resolved);
+    let relaxed = commit(&loose, true, "relaxed");
+    assert_eq!(refused(&other, &relaxed).status, Status::Resolved);
 }

@@ -83,39 +83,32 @@ pub(super) fn evaluate_revisions(
     let split = policies.has_per_object();
     let mut requests = Vec::new();
     let mut of = Vec::new();
-    let mut ask = |input, which, whose| {
-        requests.push((input, which));
-        of.push(whose);
-    };
-    let whole = if split {
-        Packages::Joined
-    } else {
-        Packages::All
-    };
-    ask(head.parts.input(|_| true), whole, Of::Head);
-    if split {
-        for part in parts((0..head.parts.len()).collect()) {
-            ask(
-                head.parts.input(|i| part.binary_search(&i).is_ok()),
-                Packages::PerObject,
-                Of::HeadPart,
-            );
-        }
-    }
-    if let Some((b, shared)) = &base {
-        ask(b.parts.input(|_| true), whole, Of::Base);
+    // A revision: its whole input for the other packages, and the per-object ones
+    // on `own` (its objects not shared with the other revision), in parts.
+    let mut ask = |revision: &Prepared, own: Vec<usize>, whole: Of, part: Of| {
+        requests.push((
+            revision.parts.input(0..revision.parts.len()),
+            Packages::Joined,
+        ));
+        of.push(whole);
         if split {
-            let own: Vec<usize> = (0..b.parts.len())
-                .filter(|&i| !shared.contains(&b.loaded.resources[i].id))
-                .collect();
-            for part in parts(own) {
-                ask(
-                    b.parts.input(|i| part.binary_search(&i).is_ok()),
-                    Packages::PerObject,
-                    Of::BasePart,
-                );
+            for objects in parts(own) {
+                requests.push((revision.parts.input(objects), Packages::PerObject));
+                of.push(part);
             }
         }
+    };
+    ask(
+        &head,
+        (0..head.parts.len()).collect(),
+        Of::Head,
+        Of::HeadPart,
+    );
+    if let Some((b, shared)) = &base {
+        let own = (0..b.parts.len())
+            .filter(|&i| !shared.contains(&b.loaded.resources[i].id))
+            .collect();
+        ask(b, own, Of::Base, Of::BasePart);
     }
     let results = policies.evaluate_many(requests, limits);
     tracing::debug!(
@@ -292,7 +285,7 @@ pub(super) fn to_finding(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{load, Limits, SourceFile};
+    use crate::manifest::{load, Limits};
 
     /// What a per-object package finds on a revision is what it finds on each of its
     /// objects alone, and each finding names its object: the contract that lets base
@@ -300,21 +293,11 @@ mod tests {
     /// Istio documents of the schema fixtures (one per webhook constraint class).
     #[test]
     fn per_object_packages_find_on_each_object_what_they_find_on_all() {
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema/istio");
-        let mut files = Vec::new();
-        for side in ["invalid", "valid"] {
-            for entry in std::fs::read_dir(root.join(side)).expect("fixtures") {
-                let path = entry.expect("entry").path();
-                files.push(SourceFile {
-                    path: format!(
-                        "{side}/{}",
-                        path.file_name().expect("name").to_string_lossy()
-                    ),
-                    bytes: std::fs::read(&path).expect("read"),
-                });
-            }
-        }
+        let mut files = crate::manifest::fixture_files("schema/istio/invalid", "invalid/");
+        files.extend(crate::manifest::fixture_files(
+            "schema/istio/valid",
+            "valid/",
+        ));
         let loaded = load(&files, &Limits::default());
         assert!(loaded.resources.len() > 400, "{}", loaded.resources.len());
         let model = crate::model::build(&loaded.resources, &Default::default(), None);
@@ -354,9 +337,8 @@ schema.findings contains f if {
         };
         let key =
             |f: &RawFinding| format!("{:?} {:?} {} {}", f.resource, f.path, f.rule, f.message);
-        let mut requests = vec![(parts.input(|_| true), Packages::PerObject)];
-        requests
-            .extend((0..parts.len()).map(|i| (parts.input(move |j| j == i), Packages::PerObject)));
+        let mut requests = vec![(parts.input(0..parts.len()), Packages::PerObject)];
+        requests.extend((0..parts.len()).map(|i| (parts.input([i]), Packages::PerObject)));
         let mut results = policies.evaluate_many(requests, &limits).into_iter();
         let (whole, problems) = results.next().expect("whole");
         assert!(problems.is_empty(), "{problems:?}");

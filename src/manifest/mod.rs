@@ -560,6 +560,28 @@ fn report_duplicates(out: &mut Loaded) {
     out.findings.extend(dups);
 }
 
+/// The YAML files of `tests/fixtures/<dir>`, each named `<prefix><file name>`.
+#[cfg(test)]
+pub(crate) fn fixture_files(dir: &str, prefix: &str) -> Vec<SourceFile> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir);
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("fixture folder") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|x| x == "yaml") {
+            files.push(SourceFile {
+                path: format!(
+                    "{prefix}{}",
+                    path.file_name().expect("name").to_string_lossy()
+                ),
+                bytes: std::fs::read(&path).expect("read"),
+            });
+        }
+    }
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -146,16 +146,15 @@ impl InputParts {
         self.resources.len()
     }
 
-    /// The input with the resources `keep` admits (by index), listed and by kind.
-    pub(crate) fn input(&self, keep: impl Fn(usize) -> bool) -> regorus::Value {
+    /// The input with the resources at `which` (indices in the revision's order),
+    /// listed and by kind.
+    pub(crate) fn input(&self, which: impl IntoIterator<Item = usize>) -> regorus::Value {
         use regorus::Value;
         let mut all = Vec::new();
         let mut by_kind: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
-        for (i, (kind, v)) in self.resources.iter().enumerate() {
-            if keep(i) {
-                by_kind.entry(kind).or_default().push(v.clone());
-                all.push(v.clone());
-            }
+        for (kind, v) in which.into_iter().filter_map(|i| self.resources.get(i)) {
+            by_kind.entry(kind).or_default().push(v.clone());
+            all.push(v.clone());
         }
         let mut input = Value::new_object();
         if let Ok(map) = input.as_object_mut() {
@@ -182,22 +181,7 @@ mod tests {
 
     #[test]
     fn a_model_value_is_the_model_as_json_text_reads_back() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ambient/mixed");
-        let mut files = Vec::new();
-        for entry in std::fs::read_dir(&dir).expect("fixture") {
-            let path = entry.expect("entry").path();
-            if path.extension().is_some_and(|x| x == "yaml") {
-                files.push(SourceFile {
-                    path: path
-                        .file_name()
-                        .expect("name")
-                        .to_string_lossy()
-                        .into_owned(),
-                    bytes: std::fs::read(&path).expect("read"),
-                });
-            }
-        }
+        let files = crate::manifest::fixture_files("ambient/mixed", "");
         let loaded = load(&files, &Limits::default());
         assert!(loaded.resources.len() > 10, "{}", loaded.resources.len());
         let model = crate::model::build(&loaded.resources, &Default::default(), None);

@@ -54,15 +54,15 @@ impl PolicySource {
 
 /// The line a built-in policy file carries when what its package finds on an object
 /// depends on that object's body alone (and model facts drawn from it), and every
-/// finding names its object: base and head then share the findings on the objects they hold
-/// alike, and the package runs on parts of a revision side by side.
+/// finding names its object: base and head then share the findings on the objects
+/// they hold alike, and the package runs on parts of a revision side by side.
 const PER_OBJECT_MARK: &str = "# meshward: per-object";
 
 /// Which of the packages one evaluation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Packages {
-    All,
-    /// Those that are not per-object: they read the revision as a whole.
+    /// Those that are not per-object (every one, where none is): they read the
+    /// revision as a whole.
     Joined,
     /// Only the per-object ones.
     PerObject,
@@ -316,7 +316,6 @@ impl Policies {
             .map(|(_, which)| {
                 (0..self.packages.len())
                     .filter(|&i| match which {
-                        Packages::All => true,
                         Packages::Joined => !self.per_object[i],
                         Packages::PerObject => self.per_object[i],
                     })

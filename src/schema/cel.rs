@@ -486,32 +486,21 @@ fn ip_library(ctx: &mut Context) {
     }
     let _ = ctx.add_function("isIP", |s: Arc<String>| ip_ok(&s));
     let _ = ctx.add_function("isCIDR", |s: Arc<String>| cidr_ok(&s));
-    let _ = ctx.add_function(
-        "ip",
-        |s: Arc<String>| -> Result<Arc<String>, ExecutionError> {
-            if ip_ok(&s) {
+    // `ip()` and `cidr()` return their argument where it parses, and fail otherwise.
+    let parsed = |name: &'static str, ok: fn(&str) -> bool, what: &'static str| {
+        move |s: Arc<String>| -> Result<Arc<String>, ExecutionError> {
+            if ok(&s) {
                 Ok(s)
             } else {
                 Err(ExecutionError::function_error(
-                    "ip",
-                    format!("{s:?} is not an IP address"),
+                    name,
+                    format!("{s:?} is not {what}"),
                 ))
             }
-        },
-    );
-    let _ = ctx.add_function(
-        "cidr",
-        |s: Arc<String>| -> Result<Arc<String>, ExecutionError> {
-            if cidr_ok(&s) {
-                Ok(s)
-            } else {
-                Err(ExecutionError::function_error(
-                    "cidr",
-                    format!("{s:?} is not a CIDR range"),
-                ))
-            }
-        },
-    );
+        }
+    };
+    let _ = ctx.add_function("ip", parsed("ip", ip_ok, "an IP address"));
+    let _ = ctx.add_function("cidr", parsed("cidr", cidr_ok, "a CIDR range"));
 }
 
 #[cfg(test)]

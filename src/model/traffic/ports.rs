@@ -210,7 +210,8 @@ const SKIP_LABEL_KEYS: &[&str] = &[
 /// than in Rego: it reads every port of every Service, and a 100k-object repository
 /// has tens of thousands.
 pub(super) fn unknown_protocols(resources: &[Resource]) -> Vec<UnknownProtocol> {
-    let text = |v: Option<&Json>| v.and_then(Json::as_str).unwrap_or_default().to_string();
+    // Only strings: a name written as a number is no name to Istio (unlike `text`).
+    let string = |v: Option<&Json>| v.and_then(Json::as_str).unwrap_or_default().to_string();
     let mut out = Vec::new();
     for r in resources
         .iter()
@@ -235,8 +236,8 @@ pub(super) fn unknown_protocols(resources: &[Resource]) -> Vec<UnknownProtocol> 
             if !port.is_object() {
                 continue;
             }
-            let name = text(port.get("name"));
-            let app = text(port.get("appProtocol"));
+            let name = string(port.get("name"));
+            let app = string(port.get("appProtocol"));
             let source = if app.is_empty() { &name } else { &app };
             let prefix = source.split('-').next().unwrap_or_default().to_lowercase();
             let known = KUBERNETES_APP_PROTOCOLS.contains(&app.as_str())
@@ -276,9 +277,8 @@ mod tests {
     use super::*;
     use crate::manifest::{load, SourceFile};
 
-    /// The ports of `services.yaml` IST0118/IST0150 would name, as `name:index` and
-    /// what Istio does with them.
-    fn named(yaml: &str) -> Vec<String> {
+    /// The ports of `services.yaml` IST0118/IST0150 would name.
+    fn listed(yaml: &str) -> Vec<UnknownProtocol> {
         let loaded = load(
             &[SourceFile {
                 path: "services.yaml".into(),
@@ -287,6 +287,11 @@ mod tests {
             &Default::default(),
         );
         unknown_protocols(&loaded.resources)
+    }
+
+    /// [`listed`], as `name:index` and what Istio does with them.
+    fn named(yaml: &str) -> Vec<String> {
+        listed(yaml)
             .into_iter()
             .map(|p| {
                 let how = match (p.external, p.sniffed) {
@@ -350,16 +355,7 @@ mod tests {
                 "cart:4:sniffed"
             ]
         );
-        let p = &unknown_protocols(
-            &load(
-                &[SourceFile {
-                    path: "s.yaml".into(),
-                    bytes: yaml.into_bytes(),
-                }],
-                &Default::default(),
-            )
-            .resources,
-        )[2];
+        let p = &listed(&yaml)[2];
         assert_eq!((p.name.as_str(), p.app.as_str()), ("http", "web"));
         assert_eq!(p.port, Json::from(8081));
     }
