@@ -18,6 +18,7 @@ pub mod jobs;
 pub mod manifest;
 pub mod metrics;
 pub mod model;
+pub(crate) mod pointer;
 pub mod policy;
 pub mod publish;
 pub mod render;
@@ -60,10 +61,14 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
     } else {
         None
     };
+    let label =
+        |tree: &workspace::Tree| short(workspace::GitRepo::commit_of(tree).unwrap_or_default());
     let read_head = || -> anyhow::Result<(workspace::Tree, String)> {
         match (&req.head, &repo) {
             (Some(rev), Some(repo)) => {
-                Ok((repo.read_tree(rev, &limits)?, short(&repo.resolve(rev)?)))
+                let tree = repo.read_tree(rev, &limits)?;
+                let head_label = label(&tree);
+                Ok((tree, head_label))
             }
             _ => Ok((
                 workspace::read_dir(&req.path, &limits)?,
@@ -73,16 +78,27 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
     };
     let read_base = || -> anyhow::Result<Option<(workspace::Tree, String)>> {
         match (&req.base, &repo) {
-            (Some(rev), Some(repo)) => Ok(Some((
-                repo.read_tree(rev, &limits)?,
-                short(&repo.resolve(rev)?),
-            ))),
+            (Some(rev), Some(repo)) => {
+                let tree = repo.read_tree(rev, &limits)?;
+                let base_label = label(&tree);
+                Ok(Some((tree, base_label)))
+            }
             _ => Ok(None),
         }
     };
-    let (head, base) = rayon::join(read_head, read_base);
-    let (head_tree, head_label) = head?;
-    let base = base?;
+    let (head_tree, head_label, base) = match (&req.head, &req.base, &repo) {
+        // Two revisions share most files: each blob is read once.
+        (Some(head), Some(base), Some(repo)) => {
+            let (head_tree, base_tree) = repo.read_trees(head, base, &limits)?;
+            let (head_label, base_label) = (label(&head_tree), label(&base_tree));
+            (head_tree, head_label, Some((base_tree, base_label)))
+        }
+        _ => {
+            let (head, base) = rayon::join(read_head, read_base);
+            let (head_tree, head_label) = head?;
+            (head_tree, head_label, base?)
+        }
+    };
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "trees read"

@@ -4,6 +4,7 @@ pub mod install;
 pub mod lines;
 
 use crate::finding::{Finding, ResourceRef, Severity, Status};
+use crate::pointer::At;
 use crate::yaml;
 pub use crate::yaml::{Limits, Node};
 use std::sync::Arc;
@@ -75,9 +76,7 @@ impl Resource {
     }
 
     pub fn labels(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
-        self.body
-            .pointer("/metadata/labels")
-            .and_then(|v| v.as_object())
+        self.body.at("/metadata/labels").and_then(|v| v.as_object())
     }
 }
 
@@ -457,11 +456,11 @@ fn name_of(node: &Node) -> Option<String> {
 
 /// Is this object named by the API server (only `generateName` in the manifest)?
 pub fn has_generated_name(r: &Resource) -> bool {
-    r.body
-        .pointer("/metadata/name")
-        .and_then(|n| n.as_str())
-        .is_none_or(str::is_empty)
-        && r.name.ends_with(GENERATED_NAME_MARK)
+    r.name.ends_with(GENERATED_NAME_MARK)
+        && r.body
+            .at("/metadata/name")
+            .and_then(|n| n.as_str())
+            .is_none_or(str::is_empty)
 }
 
 /// Tools' own config files that look like objects (they have apiVersion and kind)
@@ -515,8 +514,8 @@ pub fn is_tool_config(api_version: &str, kind: &str) -> bool {
 fn report_duplicates(out: &mut Loaded) {
     // The API server keys objects by group too: crossplane's ProviderConfig/default of
     // two providers are two objects.
-    let mut copies: std::collections::HashMap<(Option<&str>, &str, &str), Vec<&Resource>> =
-        std::collections::HashMap::new();
+    let mut copies: foldhash::HashMap<(Option<&str>, &str, &str), Vec<&Resource>> =
+        foldhash::HashMap::default();
     // Each object with only a generateName is created anew under a name of its own:
     // two of them with one prefix are two objects, not a conflict.
     for r in out.resources.iter().filter(|r| !has_generated_name(r)) {

@@ -13,6 +13,7 @@ use super::labels::{Labels, LabelsExt};
 use super::{Namespace, Workload};
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
@@ -200,25 +201,25 @@ pub(super) fn waypoints(resources: &[Resource], mesh: &MeshConfig) -> Vec<Waypoi
                 .to_string();
             let listeners = r
                 .body
-                .pointer("/spec/listeners")
+                .at("/spec/listeners")
                 .and_then(Json::as_array)
                 .map(Vec::as_slice)
                 .unwrap_or_default();
             let bound_name = r
                 .body
-                .pointer("/metadata/annotations/ambient.istio.io~1waypoint-inbound-binding")
+                .at("/metadata/annotations/ambient.istio.io~1waypoint-inbound-binding")
                 .and_then(Json::as_str);
             let hbone = listeners.iter().find(|l| match bound_name {
                 Some(name) => l.get("name").and_then(Json::as_str) == Some(name),
                 None => l.get("port").and_then(Json::as_i64) == Some(15008),
             });
             let from = hbone
-                .and_then(|l| l.pointer("/allowedRoutes/namespaces/from"))
+                .and_then(|l| l.at("/allowedRoutes/namespaces/from"))
                 .and_then(Json::as_str)
                 .unwrap_or("Same")
                 .to_string();
             let allowed_selector = hbone
-                .and_then(|l| l.pointer("/allowedRoutes/namespaces/selector/matchLabels"))
+                .and_then(|l| l.at("/allowedRoutes/namespaces/selector/matchLabels"))
                 .and_then(Json::as_object)
                 .map(Labels::from_json);
             Some(Waypoint {
@@ -237,7 +238,7 @@ pub(super) fn waypoints(resources: &[Resource], mesh: &MeshConfig) -> Vec<Waypoi
 }
 
 fn str_at<'a>(v: &'a Json, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Json::as_str)
+    v.at(pointer).and_then(Json::as_str)
 }
 
 /// Whether a waypoint of this traffic type serves what a binding binds.
@@ -567,7 +568,7 @@ fn rule_at_ztunnel(rule: &Json, index: usize) -> (Vec<String>, bool) {
 /// The policy as ztunnel enforces it; None for policies that never reach ztunnel
 /// (targetRefs) or whose scope holds no ambient workload.
 pub(super) fn ztunnel_authz(r: &Resource, covered: &[&Workload]) -> Option<ZtunnelAuthz> {
-    if r.body.pointer("/spec/targetRef").is_some() || r.body.pointer("/spec/targetRefs").is_some() {
+    if r.body.at("/spec/targetRef").is_some() || r.body.at("/spec/targetRefs").is_some() {
         return None;
     }
     let ambient: Vec<String> = covered
@@ -583,12 +584,12 @@ pub(super) fn ztunnel_authz(r: &Resource, covered: &[&Workload]) -> Option<Ztunn
         .to_string();
     let dry_run = r
         .body
-        .pointer("/metadata/annotations/istio.io~1dry-run")
+        .at("/metadata/annotations/istio.io~1dry-run")
         .and_then(Json::as_str)
         == Some("true");
     let rules_json = r
         .body
-        .pointer("/spec/rules")
+        .at("/spec/rules")
         .and_then(Json::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
@@ -644,8 +645,8 @@ pub(super) fn target_refs(
 ) -> Vec<TargetRef> {
     let ns = r.namespace.as_deref().unwrap_or_default();
     let refs: Vec<(Vec<String>, &Json)> = match (
-        r.body.pointer("/spec/targetRefs").and_then(Json::as_array),
-        r.body.pointer("/spec/targetRef"),
+        r.body.at("/spec/targetRefs").and_then(Json::as_array),
+        r.body.at("/spec/targetRef"),
     ) {
         (Some(list), _) => list
             .iter()

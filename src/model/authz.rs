@@ -11,6 +11,7 @@
 
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -62,13 +63,13 @@ fn sources_of(resources: &[Resource]) -> Vec<Source> {
         .iter()
         .filter(|r| r.kind == "AuthorizationPolicy" && r.api_version.contains("istio.io/"))
     {
-        let action = match r.body.pointer("/spec/action").and_then(Json::as_str) {
+        let action = match r.body.at("/spec/action").and_then(Json::as_str) {
             None | Some("") | Some("ALLOW") => "ALLOW",
             Some("DENY") => "DENY",
             // AUDIT and CUSTOM do not decide whether a call is allowed here.
             Some(_) => continue,
         };
-        let rules = r.body.pointer("/spec/rules").and_then(Json::as_array);
+        let rules = r.body.at("/spec/rules").and_then(Json::as_array);
         for rule in rules.into_iter().flatten() {
             let froms = rule.get("from").and_then(Json::as_array);
             for from in froms.into_iter().flatten() {

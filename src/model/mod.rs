@@ -16,6 +16,7 @@ mod workloads;
 
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
+use crate::pointer::At;
 use labels::{Labels, LabelsExt};
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -248,7 +249,7 @@ fn is_istio(r: &Resource) -> bool {
 }
 
 fn str_at<'a>(v: &'a Json, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Json::as_str)
+    v.at(pointer).and_then(Json::as_str)
 }
 
 /// Builds the model of a revision. With the base revision's model, a workload whose

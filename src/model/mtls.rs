@@ -6,6 +6,7 @@ use super::selectors::Index;
 use super::{Model, NamespaceMtls, PeerAuthn, Workload, SYSTEM_NAMESPACES};
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -18,10 +19,10 @@ pub(super) fn mode_at(v: Option<&Json>) -> String {
 
 pub(super) fn peer_authn_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> PeerAuthn {
     let ns = r.namespace.clone().unwrap_or_default();
-    let mode = mode_at(r.body.pointer("/spec/mtls"));
+    let mode = mode_at(r.body.at("/spec/mtls"));
     let port_modes: BTreeMap<String, String> = r
         .body
-        .pointer("/spec/portLevelMtls")
+        .at("/spec/portLevelMtls")
         .and_then(Json::as_object)
         .map(|m| {
             m.iter()
@@ -31,7 +32,7 @@ pub(super) fn peer_authn_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> P
         .unwrap_or_default();
     let selector = r
         .body
-        .pointer("/spec/selector/matchLabels")
+        .at("/spec/selector/matchLabels")
         .and_then(Json::as_object)
         .map(Labels::from_json)
         .filter(|l| !l.is_empty());

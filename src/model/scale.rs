@@ -4,6 +4,7 @@
 use super::labels::Labels;
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
+use crate::pointer::At;
 use crate::units::quantity;
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -44,20 +45,20 @@ pub fn autoscalers(resources: &[Resource]) -> HashMap<(String, String, String), 
         let (Some(ns), Some(kind), Some(name)) = (
             r.namespace.as_deref(),
             r.body
-                .pointer("/spec/scaleTargetRef/kind")
+                .at("/spec/scaleTargetRef/kind")
                 .and_then(Json::as_str),
             r.body
-                .pointer("/spec/scaleTargetRef/name")
+                .at("/spec/scaleTargetRef/name")
                 .and_then(Json::as_str),
         ) else {
             continue;
         };
         let hpa = Autoscaler {
             resource: r.id.clone(),
-            min_replicas: r.body.pointer("/spec/minReplicas").and_then(Json::as_i64),
+            min_replicas: r.body.at("/spec/minReplicas").and_then(Json::as_i64),
             max_replicas: r
                 .body
-                .pointer("/spec/maxReplicas")
+                .at("/spec/maxReplicas")
                 .and_then(Json::as_i64)
                 .filter(|n| *n >= 0),
         };

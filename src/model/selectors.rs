@@ -5,6 +5,7 @@ use super::labels::{Labels, LabelsExt};
 use super::{Model, Selector, Workload, WorkloadEntry};
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde_json::Value as Json;
 use std::collections::HashMap;
 
@@ -134,7 +135,7 @@ pub(super) fn selectors_of(r: &Resource, index: &Index, mesh: &MeshConfig) -> Ve
         return out;
     };
     let has_target_ref =
-        r.body.pointer("/spec/targetRef").is_some() || r.body.pointer("/spec/targetRefs").is_some();
+        r.body.at("/spec/targetRef").is_some() || r.body.at("/spec/targetRefs").is_some();
     let workloads = index.workloads_for(ns, mesh);
     let entries = index.entries_for(ns, mesh);
     let namespace_wide = !has_target_ref && NAMESPACE_WIDE.contains(&r.kind.as_str());

@@ -4,6 +4,7 @@
 use super::labels::{Labels, LabelsExt};
 use super::{Workload, WorkloadEntry};
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
@@ -49,7 +50,7 @@ pub fn services_of(
             let ns = r.namespace.clone()?;
             let selector = r
                 .body
-                .pointer("/spec/selector")
+                .at("/spec/selector")
                 .and_then(Json::as_object)
                 .map(Labels::from_json)
                 .filter(|l| !l.is_empty());

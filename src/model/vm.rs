@@ -3,6 +3,7 @@
 use super::labels::{Labels, LabelsExt};
 use super::{Selector, Service};
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
@@ -52,7 +53,7 @@ pub fn group_of(r: &Resource) -> Option<WorkloadGroup> {
     let namespace = r.namespace.clone()?;
     let map_at = |p: &str| {
         r.body
-            .pointer(p)
+            .at(p)
             .and_then(Json::as_object)
             .map(Labels::from_json)
             .unwrap_or_default()
@@ -66,7 +67,7 @@ pub fn group_of(r: &Resource) -> Option<WorkloadGroup> {
     labels.insert(CANONICAL_REVISION.into(), canonical_revision.clone());
     let ports = r
         .body
-        .pointer("/spec/template/ports")
+        .at("/spec/template/ports")
         .and_then(Json::as_object)
         .map(|m| {
             m.iter()
@@ -74,7 +75,7 @@ pub fn group_of(r: &Resource) -> Option<WorkloadGroup> {
                 .collect()
         })
         .unwrap_or_default();
-    let template = r.body.pointer("/spec/template");
+    let template = r.body.at("/spec/template");
     Some(WorkloadGroup {
         id: r.id.clone(),
         name: r.name.clone(),
@@ -85,14 +86,14 @@ pub fn group_of(r: &Resource) -> Option<WorkloadGroup> {
         has_template: template.is_some_and(Json::is_object),
         service_account: r
             .body
-            .pointer("/spec/template/serviceAccount")
+            .at("/spec/template/serviceAccount")
             .and_then(Json::as_str)
             .filter(|s| !s.is_empty())
             .unwrap_or("default")
             .to_string(),
         network: r
             .body
-            .pointer("/spec/template/network")
+            .at("/spec/template/network")
             .and_then(Json::as_str)
             .map(str::to_string),
         ports,

@@ -6,6 +6,7 @@ use super::{
     address_problem, namespaces, str_at, Namespace, ProxyRequests, Workload, WorkloadEntry,
 };
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
@@ -28,11 +29,7 @@ pub(super) const WORKLOAD_KINDS: &[&str] = &[
 /// Deployment, a CronJob) keeps running after the hook and stays a workload; one
 /// Argo CD skips (`Skip`) is never applied at all.
 pub(super) fn is_hook(r: &Resource) -> bool {
-    let Some(annotations) = r
-        .body
-        .pointer("/metadata/annotations")
-        .and_then(Json::as_object)
-    else {
+    let Some(annotations) = r.body.at("/metadata/annotations").and_then(Json::as_object) else {
         return false;
     };
     let argo = annotations
@@ -49,8 +46,8 @@ pub(super) fn is_hook(r: &Resource) -> bool {
 pub(super) fn pod_template(r: &Resource) -> Option<&Json> {
     match r.kind.as_str() {
         "Pod" => Some(&r.body),
-        "CronJob" => r.body.pointer("/spec/jobTemplate/spec/template"),
-        _ => r.body.pointer("/spec/template"),
+        "CronJob" => r.body.at("/spec/jobTemplate/spec/template"),
+        _ => r.body.at("/spec/template"),
     }
 }
 
@@ -61,12 +58,12 @@ pub(super) fn workload_of(
     let ns_name = r.namespace.clone()?;
     let template = pod_template(r)?;
     let labels = template
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Json::as_object)
         .map(Labels::from_json)
         .unwrap_or_default();
     let annotations = template
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(Json::as_object)
         .map(Labels::from_json)
         .unwrap_or_default();
@@ -188,7 +185,7 @@ pub(super) fn workload_of(
     let replicas = match r.kind.as_str() {
         "Deployment" | "StatefulSet" | "ReplicaSet" => Some(
             r.body
-                .pointer("/spec/replicas")
+                .at("/spec/replicas")
                 .and_then(Json::as_i64)
                 .unwrap_or(1),
         ),
@@ -236,7 +233,7 @@ pub(super) fn workload_entry_of(r: &Resource) -> WorkloadEntry {
     let metadata_labels = r.labels().map(Labels::from_json).unwrap_or_default();
     let spec_labels = r
         .body
-        .pointer("/spec/labels")
+        .at("/spec/labels")
         .and_then(Json::as_object)
         .map(Labels::from_json)
         .unwrap_or_default();

@@ -8,6 +8,7 @@ use super::planned::PlannedRoot;
 use super::roots::{self, join, parent, Root, RootKind};
 use crate::manifest;
 use crate::manifest::SourceFile;
+use crate::pointer::At;
 use crate::workspace::Tree;
 use crate::yaml::Limits;
 use serde_json::Value as Json;
@@ -196,7 +197,7 @@ fn flux_generated(tree: &Tree, view: &TreeView) -> Vec<PlannedRoot> {
         }
         let rel = r
             .body
-            .pointer("/spec/path")
+            .at("/spec/path")
             .and_then(Json::as_str)
             .unwrap_or(".");
         let Some(path) = join("", rel) else { continue };

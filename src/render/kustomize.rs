@@ -6,6 +6,7 @@ use super::apps::strings;
 use super::problem::Problem;
 use super::roots::{is_remote, join, parent, InlinePatch, KustomizeOptions, KUSTOMIZATION_FILES};
 use super::source_map::{Patch, SourceMap};
+use crate::pointer::At;
 use crate::yaml::{self, Limits, Node};
 use serde_json::Value as Json;
 use std::collections::BTreeSet;
@@ -238,9 +239,7 @@ pub fn take_metadata(body: &mut Json) -> (Option<String>, Vec<String>) {
         .and_then(|v| v.as_array().cloned())
         .unwrap_or_default()
         .iter()
-        .filter(|t| {
-            t.pointer("/configuredBy/kind").and_then(Json::as_str) == Some("PatchTransformer")
-        })
+        .filter(|t| t.at("/configuredBy/kind").and_then(Json::as_str) == Some("PatchTransformer"))
         .filter_map(|t| {
             t.get("configuredIn")
                 .and_then(Json::as_str)

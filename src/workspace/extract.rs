@@ -195,17 +195,7 @@ fn write_blobs<'a>(toplevel: &Path, entries: &[&'a Entry], dir: &Path) -> Result
 mod tests {
     use super::*;
 
-    fn run(dir: &Path, args: &[&str]) {
-        let ok = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(args)
-            .status()
-            .expect("git runs")
-            .success();
-        assert!(ok, "git {args:?}");
-    }
+    use crate::workspace::run_git as run;
 
     #[test]
     fn only_wanted_files_are_extracted_and_a_missing_blob_costs_only_itself() {

@@ -5,6 +5,7 @@ mod extract;
 
 use crate::manifest::SourceFile;
 use anyhow::{anyhow, bail, Context, Result};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -214,12 +215,15 @@ fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
 
 impl GitRepo {
     pub fn discover(dir: &Path) -> Result<GitRepo> {
-        let toplevel = git_output(dir, &["rev-parse", "--show-toplevel"])
+        let out = git_output(dir, &["rev-parse", "--show-toplevel", "--show-prefix"])
             .with_context(|| format!("{} is not inside a git repository", dir.display()))?;
-        let prefix = git_output(dir, &["rev-parse", "--show-prefix"])?;
+        // One line each; the prefix's is empty at the top of the repository.
+        let mut lines = out.split('\n');
+        let toplevel = lines.next().unwrap_or_default();
+        let prefix = lines.next().unwrap_or_default();
         Ok(GitRepo {
             toplevel: PathBuf::from(toplevel),
-            prefix,
+            prefix: prefix.to_string(),
         })
     }
 
@@ -257,6 +261,58 @@ impl GitRepo {
 
     /// The files of `rev` under the prefix, read with one `git cat-file --batch`.
     pub fn read_tree(&self, rev: &str, limits: &TreeLimits) -> Result<Tree> {
+        let (mut tree, blobs) = self.list_tree(rev, limits)?;
+        let ids: Vec<(&str, &str)> = blobs
+            .iter()
+            .map(|(p, id)| (id.as_str(), p.as_str()))
+            .collect();
+        let mut bytes = cat_blobs(&self.toplevel, &ids)?;
+        tree.files = blobs
+            .into_iter()
+            .zip(bytes.iter_mut())
+            .map(|((path, _), bytes)| SourceFile {
+                path,
+                bytes: std::mem::take(bytes),
+            })
+            .collect();
+        Ok(tree)
+    }
+
+    /// The files of two revisions (base and head of a change), each blob read once
+    /// although most are in both: one `git cat-file --batch` for the two.
+    pub fn read_trees(&self, a: &str, b: &str, limits: &TreeLimits) -> Result<(Tree, Tree)> {
+        let (listed_a, listed_b) =
+            rayon::join(|| self.list_tree(a, limits), || self.list_tree(b, limits));
+        let ((mut tree_a, blobs_a), (mut tree_b, blobs_b)) = (listed_a?, listed_b?);
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut ids: Vec<(&str, &str)> = Vec::new();
+        for (path, id) in blobs_a.iter().chain(&blobs_b) {
+            index.entry(id.as_str()).or_insert_with(|| {
+                ids.push((id, path));
+                ids.len() - 1
+            });
+        }
+        let bytes = cat_blobs(&self.toplevel, &ids)?;
+        let files = |blobs: &[(String, String)]| -> Vec<SourceFile> {
+            blobs
+                .iter()
+                .map(|(path, id)| SourceFile {
+                    path: path.clone(),
+                    bytes: index
+                        .get(id.as_str())
+                        .map(|&i| bytes[i].clone())
+                        .unwrap_or_default(),
+                })
+                .collect()
+        };
+        tree_a.files = files(&blobs_a);
+        tree_b.files = files(&blobs_b);
+        Ok((tree_a, tree_b))
+    }
+
+    /// The tree of `rev` without file contents, and its wanted files as (path under
+    /// the prefix, blob id), sorted by path.
+    fn list_tree(&self, rev: &str, limits: &TreeLimits) -> Result<(Tree, Vec<(String, String)>)> {
         let commit = self.resolve(rev)?;
         let listing = git(&self.toplevel)
             .args(["ls-tree", "-r", "-z", "-l", "--full-tree", &commit])
@@ -310,19 +366,28 @@ impl GitRepo {
                 );
             }
         }
-        tree.files = cat_blobs(&self.toplevel, &blobs)?;
-        tree.files.sort_by(|a, b| a.path.cmp(&b.path));
+        blobs.sort();
         tree.source = Some(TreeSource::Git {
             toplevel: self.toplevel.clone(),
             commit,
             prefix: self.prefix.clone(),
         });
-        Ok(tree)
+        Ok((tree, blobs))
+    }
+
+    /// The full commit id a tree read from git was read at.
+    pub fn commit_of(tree: &Tree) -> Option<&str> {
+        match &tree.source {
+            Some(TreeSource::Git { commit, .. }) => Some(commit),
+            _ => None,
+        }
     }
 }
 
-fn cat_blobs(toplevel: &Path, blobs: &[(String, String)]) -> Result<Vec<SourceFile>> {
-    if blobs.is_empty() {
+/// The contents of the blobs `ids` (blob id, a path it is at), in order, from one
+/// `git cat-file --batch`.
+fn cat_blobs(toplevel: &Path, ids: &[(&str, &str)]) -> Result<Vec<Vec<u8>>> {
+    if ids.is_empty() {
         return Ok(Vec::new());
     }
     let mut child = git(toplevel)
@@ -332,17 +397,17 @@ fn cat_blobs(toplevel: &Path, blobs: &[(String, String)]) -> Result<Vec<SourceFi
         .spawn()
         .context("could not run git cat-file")?;
     let mut stdin = child.stdin.take().context("git cat-file stdin")?;
-    let ids: Vec<String> = blobs.iter().map(|(_, id)| id.clone()).collect();
+    let request: Vec<String> = ids.iter().map(|(id, _)| id.to_string()).collect();
     // Write from a thread: git's output pipe would fill and deadlock otherwise.
     let writer = std::thread::spawn(move || -> std::io::Result<()> {
-        for id in ids {
+        for id in request {
             writeln!(stdin, "{id}")?;
         }
         Ok(())
     });
     let mut reader = BufReader::new(child.stdout.take().context("git cat-file stdout")?);
-    let mut files = Vec::with_capacity(blobs.len());
-    for (path, _) in blobs {
+    let mut out = Vec::with_capacity(ids.len());
+    for (_, path) in ids {
         let mut header = String::new();
         reader.read_line(&mut header)?;
         let size: usize = header
@@ -354,17 +419,14 @@ fn cat_blobs(toplevel: &Path, blobs: &[(String, String)]) -> Result<Vec<SourceFi
         reader.read_exact(&mut bytes)?;
         let mut newline = [0u8; 1];
         reader.read_exact(&mut newline)?;
-        files.push(SourceFile {
-            path: path.clone(),
-            bytes,
-        });
+        out.push(bytes);
     }
     writer
         .join()
         .map_err(|_| anyhow!("git cat-file writer panicked"))?
         .context("writing to git cat-file")?;
     child.wait()?;
-    Ok(files)
+    Ok(out)
 }
 
 /// Every temporary folder meshward makes starts with this, so what a killed process
@@ -553,6 +615,20 @@ fn diff_dirs(base: &Path, head: &Path) -> std::collections::BTreeSet<String> {
     out
 }
 
+/// Runs git in `dir` for a test, as a committer of its own.
+#[cfg(test)]
+pub(crate) fn run_git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .status()
+        .expect("git runs")
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
 #[cfg(test)]
 mod tests {
     /// What a killed process left is removed at the next start; a live one's is not.
@@ -594,5 +670,74 @@ mod tests {
             ..limits
         };
         assert_eq!(read_dir(dir.path(), &roomy).expect("fits").files.len(), 4);
+    }
+
+    #[test]
+    fn two_revisions_read_together_hold_what_each_holds_read_alone() {
+        let repo = tempfile::tempdir().expect("temp dir");
+        let r = repo.path();
+        let git = |args: &[&str]| run_git(r, args);
+        let write = |path: &str, text: &str| {
+            let path = r.join(path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        };
+        git(&["init", "-q"]);
+        write("mesh/same.yaml", "kind: A\n");
+        write("mesh/edited.yaml", "kind: B\n");
+        write("mesh/gone.yaml", "kind: C\n");
+        write("mesh/twin.yaml", "kind: A\n");
+        write("outside.yaml", "kind: D\n");
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "base"]);
+        write("mesh/edited.yaml", "kind: B2\n");
+        write("mesh/new.yaml", "kind: E\n");
+        std::fs::remove_file(r.join("mesh/gone.yaml")).expect("rm");
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "head"]);
+
+        // From the subfolder: its prefix, and only its files.
+        let repo = GitRepo::discover(&r.join("mesh")).expect("a repository");
+        assert_eq!(repo.prefix, "mesh/");
+        let top = GitRepo::discover(r).expect("a repository");
+        assert_eq!(top.prefix, "");
+        assert_eq!(top.toplevel, repo.toplevel);
+
+        let limits = TreeLimits::default();
+        let files = |tree: &Tree| -> Vec<(String, String)> {
+            tree.files
+                .iter()
+                .map(|f| {
+                    (
+                        f.path.clone(),
+                        String::from_utf8_lossy(&f.bytes).to_string(),
+                    )
+                })
+                .collect()
+        };
+        let (head, base) = repo.read_trees("HEAD", "HEAD~1", &limits).expect("read");
+        let (head_alone, base_alone) = (
+            repo.read_tree("HEAD", &limits).expect("read"),
+            repo.read_tree("HEAD~1", &limits).expect("read"),
+        );
+        assert_eq!(files(&head), files(&head_alone));
+        assert_eq!(files(&base), files(&base_alone));
+        assert_eq!(
+            files(&head),
+            [
+                ("edited.yaml", "kind: B2\n"),
+                ("new.yaml", "kind: E\n"),
+                ("same.yaml", "kind: A\n"),
+                ("twin.yaml", "kind: A\n"),
+            ]
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+        );
+        assert!(files(&base).contains(&("gone.yaml".into(), "kind: C\n".into())));
+        assert_eq!(GitRepo::commit_of(&head), GitRepo::commit_of(&head_alone),);
+        assert_ne!(GitRepo::commit_of(&head), GitRepo::commit_of(&base));
+        let unknown = repo.read_trees("HEAD", "no-such-branch", &limits);
+        assert!(unknown.is_err_and(|e| e
+            .to_string()
+            .contains("unknown revision \"no-such-branch\"")),);
     }
 }

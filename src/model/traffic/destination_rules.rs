@@ -7,6 +7,7 @@ use crate::config::MeshConfig;
 use crate::manifest::Resource;
 use crate::model::labels::{Labels, LabelsExt};
 use crate::model::{Model, Workload};
+use crate::pointer::At;
 use serde_json::Value as Json;
 use std::collections::{BTreeSet, HashMap};
 
@@ -59,7 +60,7 @@ impl<'a> Pods<'a> {
         }
         let selector = r
             .body
-            .pointer("/spec/workloadSelector/labels")
+            .at("/spec/workloadSelector/labels")
             .and_then(Json::as_object)
             .map(Labels::from_json)?;
         let ns = r.namespace.as_deref()?;
@@ -89,7 +90,7 @@ const TOPOLOGY_LABELS: &[&str] = &[
 ];
 
 fn spec_host(r: &Resource) -> Option<&str> {
-    r.body.pointer("/spec/host").and_then(Json::as_str)
+    r.body.at("/spec/host").and_then(Json::as_str)
 }
 
 pub(super) fn of(
@@ -245,10 +246,10 @@ struct TlsSetting {
 
 fn tls_settings(r: &Resource) -> Vec<TlsSetting> {
     let mut out = Vec::new();
-    let Some(policy) = r.body.pointer("/spec/trafficPolicy") else {
+    let Some(policy) = r.body.at("/spec/trafficPolicy") else {
         return out;
     };
-    if let Some(mode) = policy.pointer("/tls/mode").and_then(Json::as_str) {
+    if let Some(mode) = policy.at("/tls/mode").and_then(Json::as_str) {
         out.push(TlsSetting {
             mode: mode.to_string(),
             port: None,
@@ -256,10 +257,10 @@ fn tls_settings(r: &Resource) -> Vec<TlsSetting> {
         });
     }
     for (i, p) in array(policy, "portLevelSettings").iter().enumerate() {
-        if let Some(mode) = p.pointer("/tls/mode").and_then(Json::as_str) {
+        if let Some(mode) = p.at("/tls/mode").and_then(Json::as_str) {
             out.push(TlsSetting {
                 mode: mode.to_string(),
-                port: p.pointer("/port/number").and_then(Json::as_u64),
+                port: p.at("/port/number").and_then(Json::as_u64),
                 path: path(&[
                     K("spec"),
                     K("trafficPolicy"),

@@ -7,6 +7,7 @@ use super::{array, path, Conflicts, Fronts, Gateway, GatewayConflict, Server, I,
 use crate::manifest::Resource;
 use crate::model::labels::{Labels, LabelsExt};
 use crate::model::Model;
+use crate::pointer::At;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -198,7 +199,7 @@ pub(super) fn istio_gateways(
                 .enumerate()
                 .filter_map(|(i, s)| {
                     Some(Server {
-                        port: s.pointer("/port/number").and_then(Json::as_u64)?,
+                        port: s.at("/port/number").and_then(Json::as_u64)?,
                         path: path(&[K("spec"), K("servers"), I(i), K("port"), K("number")]),
                         hosts: array(s, "hosts")
                             .iter()
@@ -206,12 +207,10 @@ pub(super) fn istio_gateways(
                             .map(str::to_string)
                             .collect(),
                         bind: text(s.get("bind")),
-                        protocol: text(s.pointer("/port/protocol")).to_ascii_uppercase(),
+                        protocol: text(s.at("/port/protocol")).to_ascii_uppercase(),
                         tls: s.get("tls").is_some()
                             || matches!(
-                                text(s.pointer("/port/protocol"))
-                                    .to_ascii_uppercase()
-                                    .as_str(),
+                                text(s.at("/port/protocol")).to_ascii_uppercase().as_str(),
                                 "HTTPS" | "TLS"
                             ),
                     })

@@ -6,6 +6,7 @@
 //! pilot/pkg/model/config.go ResolveShortnameToFQDN)
 
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::{HashMap, HashSet};
@@ -125,7 +126,7 @@ pub(crate) fn export_scopes(values: &[String], own: &str) -> Vec<String> {
 /// `spec.exportTo` of a resource.
 pub(crate) fn spec_export_to(r: &Resource) -> Vec<String> {
     r.body
-        .pointer("/spec/exportTo")
+        .at("/spec/exportTo")
         .and_then(Json::as_array)
         .map(|a| {
             a.iter()
@@ -139,7 +140,7 @@ pub(crate) fn spec_export_to(r: &Resource) -> Vec<String> {
 fn ports_of(r: &Resource, number_key: &str) -> Vec<HostPort> {
     let default_protocol = if r.kind == "Service" { "TCP" } else { "" };
     r.body
-        .pointer("/spec/ports")
+        .at("/spec/ports")
         .and_then(Json::as_array)
         .map(|ports| {
             ports
@@ -184,7 +185,7 @@ impl<'a> Registry<'a> {
                 *services_in.entry(ns.to_string()).or_default() += 1;
                 let annotation = r
                     .body
-                    .pointer("/metadata/annotations/networking.istio.io~1exportTo")
+                    .at("/metadata/annotations/networking.istio.io~1exportTo")
                     .and_then(Json::as_str)
                     .unwrap_or("");
                 let export: Vec<String> = annotation
@@ -205,7 +206,7 @@ impl<'a> Registry<'a> {
                 let ports = ports_of(r, "number");
                 for h in r
                     .body
-                    .pointer("/spec/hosts")
+                    .at("/spec/hosts")
                     .and_then(Json::as_array)
                     .into_iter()
                     .flatten()

@@ -6,6 +6,7 @@ use super::{array, path, Fronts, PortConflict, UnknownProtocol, Unserved, I, K};
 use crate::manifest::Resource;
 use crate::model::workloads::pod_template;
 use crate::model::Model;
+use crate::pointer::At;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -132,7 +133,7 @@ pub(super) fn unserved(resources: &[Resource], model: &Model) -> Vec<Unserved> {
         .iter()
         .filter(|r| r.kind == "Canary" && r.api_version.starts_with("flagger.app/"))
         .filter_map(|r| {
-            let t = r.body.pointer("/spec/targetRef")?;
+            let t = r.body.at("/spec/targetRef")?;
             Some((
                 r.namespace.as_deref()?,
                 t.get("kind").and_then(Json::as_str)?,
@@ -222,7 +223,7 @@ pub(super) fn unknown_protocols(resources: &[Resource]) -> Vec<UnknownProtocol> 
         };
         let left_out = r
             .body
-            .pointer("/metadata/labels")
+            .at("/metadata/labels")
             .and_then(Json::as_object)
             .is_some_and(|labels| {
                 SKIP_LABEL_KEYS.iter().any(|k| labels.contains_key(*k))

@@ -8,6 +8,7 @@ use super::{array, path, Conflicts, Destination, HostConflict, ParentRef, I, K};
 use crate::manifest::Resource;
 use crate::model::labels::{Labels, LabelsExt};
 use crate::model::Model;
+use crate::pointer::At;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -181,7 +182,7 @@ fn virtual_service(
             with(&base, &["host"]),
             role,
             (
-                d.pointer("/port/number").and_then(Json::as_u64),
+                d.at("/port/number").and_then(Json::as_u64),
                 with(&base, &["port", "number"]),
             ),
             (

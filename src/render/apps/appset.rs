@@ -3,6 +3,7 @@
 //! parameter sets for the template; a generator meshward cannot expand (clusters,
 //! pull requests, another repository, ...) is named so the caller reports it.
 
+use crate::pointer::At;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,7 +43,7 @@ pub fn params(
     let mut out = Vec::new();
     let mut unexpanded = Vec::new();
     for generator in body
-        .pointer("/spec/generators")
+        .at("/spec/generators")
         .and_then(Json::as_array)
         .into_iter()
         .flatten()

@@ -3,6 +3,7 @@
 use super::appset::RepoLookup;
 use super::*;
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde_json::Value as Json;
 
 pub(super) fn flux_source(r: &Resource, pointer: &str) -> String {
@@ -18,7 +19,7 @@ pub(super) fn flux_source(r: &Resource, pointer: &str) -> String {
 /// `spec.kubeConfig`: Flux applies to another cluster, which meshward does not
 /// model apart from this one.
 fn remote_cluster(said: &mut Said, r: &Resource, line: u32) {
-    if r.body.pointer("/spec/kubeConfig").is_some() {
+    if r.body.at("/spec/kubeConfig").is_some() {
         said.ignored(
             &r.file,
             line,
@@ -36,19 +37,19 @@ pub(super) fn flux_kustomization(r: &Resource, by: String, repo: &dyn RepoLookup
     let path = said
         .repo_path(file, at(&["spec", "path"]), "", &rel, "path")
         .unwrap_or_default();
-    let mut patches: Vec<InlinePatch> = array(r.body.pointer("/spec/patches"))
+    let mut patches: Vec<InlinePatch> = array(r.body.at("/spec/patches"))
         .into_iter()
         .map(|spec| InlinePatch { spec, file: None })
         .collect();
     // v1beta2 forms, which Flux turns into patches the same way.
-    for p in array(r.body.pointer("/spec/patchesStrategicMerge")) {
+    for p in array(r.body.at("/spec/patchesStrategicMerge")) {
         let patch = yaml_serde::to_string(&p).unwrap_or_default();
         patches.push(InlinePatch {
             spec: serde_json::json!({ "patch": patch }),
             file: None,
         });
     }
-    for p in array(r.body.pointer("/spec/patchesJson6902")) {
+    for p in array(r.body.at("/spec/patchesJson6902")) {
         let ops = p.get("patch").cloned().unwrap_or(Json::Null);
         let mut spec = serde_json::json!({ "patch": ops.to_string() });
         if let Some(t) = p.get("target") {
@@ -62,14 +63,11 @@ pub(super) fn flux_kustomization(r: &Resource, by: String, repo: &dyn RepoLookup
         file,
         at(&["spec", "components"]),
         &path,
-        &strings(r.body.pointer("/spec/components")),
+        &strings(r.body.at("/spec/components")),
         false,
     );
     for field in ["substitute", "substituteFrom"] {
-        if r.body
-            .pointer(&format!("/spec/postBuild/{field}"))
-            .is_some()
-        {
+        if r.body.at(&format!("/spec/postBuild/{field}")).is_some() {
             said.ignored(
                 file,
                 at(&["spec", "postBuild", field]),
@@ -90,9 +88,9 @@ pub(super) fn flux_kustomization(r: &Resource, by: String, repo: &dyn RepoLookup
             namespace: s(&r.body, "/spec/targetNamespace"),
             name_prefix: s(&r.body, "/spec/namePrefix"),
             name_suffix: s(&r.body, "/spec/nameSuffix"),
-            common_labels: string_map(r.body.pointer("/spec/commonMetadata/labels")),
-            common_annotations: string_map(r.body.pointer("/spec/commonMetadata/annotations")),
-            image_overrides: array(r.body.pointer("/spec/images")),
+            common_labels: string_map(r.body.at("/spec/commonMetadata/labels")),
+            common_annotations: string_map(r.body.at("/spec/commonMetadata/annotations")),
+            image_overrides: array(r.body.at("/spec/images")),
             patches,
             components,
             ..Default::default()
@@ -121,7 +119,7 @@ pub(super) fn flux_helm_release(r: &Resource, by: String, resources: &[&Resource
         .repo_path(file, chart_line, "", &chart, "chart")
         .unwrap_or_default();
     // valuesFiles replaces the older single valuesFile.
-    let mut listed = strings(r.body.pointer("/spec/chart/spec/valuesFiles"));
+    let mut listed = strings(r.body.at("/spec/chart/spec/valuesFiles"));
     let key = if listed.is_empty() {
         listed.extend(s(&r.body, "/spec/chart/spec/valuesFile"));
         "valuesFile"
@@ -144,7 +142,7 @@ pub(super) fn flux_helm_release(r: &Resource, by: String, resources: &[&Resource
             said.note(VALUES_UNRESOLVED, Severity::Warning, file, line, format!("{}: the chart was rendered without those values, so whatever they set was not checked. If the object is created outside this repository that is expected; otherwise add it (in the HelmRelease's namespace)", u.message));
         }
     }
-    if r.body.pointer("/spec/postRenderers").is_some() {
+    if r.body.at("/spec/postRenderers").is_some() {
         said.ignored(
             file,
             at(&[k("spec"), k("postRenderers")]),
@@ -170,7 +168,7 @@ pub(super) fn flux_helm_release(r: &Resource, by: String, resources: &[&Resource
         helm: HelmOptions {
             ignore_missing_values: r
                 .body
-                .pointer("/spec/chart/spec/ignoreMissingValuesFiles")
+                .at("/spec/chart/spec/ignoreMissingValuesFiles")
                 .and_then(Json::as_bool)
                 .unwrap_or(false),
             ..Default::default()

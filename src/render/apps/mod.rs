@@ -8,6 +8,7 @@ use super::roots::{
 };
 use crate::finding::Severity;
 use crate::manifest::Resource;
+use crate::pointer::At;
 use appset::RepoLookup;
 use argo::Argo;
 use flux::{flux_helm_release, flux_kustomization, flux_source};
@@ -69,9 +70,7 @@ pub struct ExternalSource {
 }
 
 fn s(v: &Json, pointer: &str) -> Option<String> {
-    v.pointer(pointer)
-        .and_then(Json::as_str)
-        .map(str::to_string)
+    v.at(pointer).and_then(Json::as_str).map(str::to_string)
 }
 
 /// A scalar as text (`replicas: 3` and `replicas: "3"` alike).
@@ -311,7 +310,7 @@ pub(crate) fn app_sources(
                     });
                 }
                 for set in param_sets {
-                    let Some(template) = r.body.pointer("/spec/template") else {
+                    let Some(template) = r.body.at("/spec/template") else {
                         continue;
                     };
                     let rendered = appset::substitute(template, &set.params);

@@ -3,6 +3,7 @@
 use super::appset::{self, RepoLookup};
 use super::*;
 use crate::manifest::Resource;
+use crate::pointer::At;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,8 +47,8 @@ pub fn app_namespace_labels(
             "Application" => {
                 out.extend(managed_namespace(r, &r.body, &[], by));
             }
-            "ApplicationSet" if r.body.pointer("/spec/templatePatch").is_none() => {
-                let Some(template) = r.body.pointer("/spec/template") else {
+            "ApplicationSet" if r.body.at("/spec/templatePatch").is_none() => {
+                let Some(template) = r.body.at("/spec/template") else {
                     continue;
                 };
                 for set in appset::params(&r.body, &same_repo, repo).0 {
@@ -71,12 +72,12 @@ fn managed_namespace(
     by: String,
 ) -> Option<AppNamespaceLabels> {
     let creates = app
-        .pointer("/spec/syncPolicy/syncOptions")
+        .at("/spec/syncPolicy/syncOptions")
         .and_then(Json::as_array)
         .is_some_and(|o| o.iter().any(|o| o.as_str() == Some("CreateNamespace=true")));
     let namespace = s(app, "/spec/destination/namespace")?;
     let labels = app
-        .pointer("/spec/syncPolicy/managedNamespaceMetadata/labels")?
+        .at("/spec/syncPolicy/managedNamespaceMetadata/labels")?
         .as_object()?;
     let unexpanded = |v: &str| v.contains("{{");
     if !creates || namespace.is_empty() || unexpanded(&namespace) {

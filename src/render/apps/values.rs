@@ -2,6 +2,7 @@
 //! `HelmRelease.spec.valuesFrom` (ConfigMaps and Secrets), merged in Flux's order.
 
 use crate::manifest::Resource;
+use crate::pointer::At;
 use base64::Engine;
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeSet;
@@ -34,7 +35,7 @@ pub fn flux_values(
     let mut inputs = BTreeSet::new();
     let entries = hr
         .body
-        .pointer("/spec/valuesFrom")
+        .at("/spec/valuesFrom")
         .and_then(Json::as_array)
         .cloned()
         .unwrap_or_default();
@@ -75,7 +76,7 @@ pub fn flux_values(
             }),
         }
     }
-    if let Some(values) = hr.body.pointer("/spec/values").filter(|v| !v.is_null()) {
+    if let Some(values) = hr.body.at("/spec/values").filter(|v| !v.is_null()) {
         merge(&mut merged, values.clone());
         any = true;
     }
