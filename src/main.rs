@@ -113,6 +113,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
         keep_freed_memory();
+        meshward::analysis::exits_after_check();
     }
     // The service logs at info unless MESHWARD_LOG says otherwise.
     let default_level = match cli.command {

@@ -270,8 +270,7 @@ pub fn analyze(
             head_model = None;
         }
     }
-    drop(parsed);
-    drop(rendered);
+    free_aside((parsed, rendered));
     // Several clusters are several meshes, judged one by one; one is told as before.
     let meshes = clusters::meshes(&head_parsed, base_parsed.as_ref());
     if meshes.is_empty() {
@@ -470,6 +469,7 @@ pub fn analyze(
     };
     // Each mesh's coverage, changes and models; several side by side.
     let mut parts = Vec::new();
+    let mut done = Vec::new();
     for (cluster, j) in judged {
         // What no cluster claims is shown as a mesh of its own only when it holds
         // more than the controllers' app objects.
@@ -493,11 +493,16 @@ pub fn analyze(
             changed: j.changed.unwrap_or_default(),
             head_resources: j.head.resources.iter().map(|r| r.id.clone()).collect(),
             head: j.head.model,
-            base: j.base.map(|b| b.model),
+            base: j.base.map(|b| {
+                done.push(b.resources);
+                b.model
+            }),
             clusters: Vec::new(),
         };
+        done.push(j.head.resources);
         parts.push((name, coverage, changes, models));
     }
+    let_go(done);
     let (coverage, changes, models) = if meshes.is_empty() {
         let (_, c, changes, models) = parts.pop().expect("one mesh is judged");
         let coverage = CoverageReport {
@@ -757,9 +762,31 @@ fn apply_install_mesh(
     notes
 }
 
-/// Frees `value` on a thread of its own: a revision's policy values are a hundred
-/// thousand small allocations, and the report need not wait for them to be freed.
+/// Set by a process that exits once its one check is done (the CLI).
+static EXITS_AFTER_CHECK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Declares that this process exits when its check is done: what the check lets go
+/// of once it is past its peak (a revision's policy values and parsed objects, a
+/// hundred thousand small allocations each) is left to the system, which takes the
+/// whole address space back at exit faster than it can be freed piece by piece.
+pub fn exits_after_check() {
+    EXITS_AFTER_CHECK.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Frees `value` on a thread of its own, so the report need not wait for it; in a
+/// process that exits after its check (`exits_after_check`), leaves it to the exit.
 pub(super) fn let_go<T: Send + 'static>(value: T) {
+    if EXITS_AFTER_CHECK.load(std::sync::atomic::Ordering::Relaxed) {
+        std::mem::forget(value);
+        return;
+    }
+    free_aside(value);
+}
+
+/// Frees `value` on a thread of its own. Unlike `let_go`, also where the process
+/// exits after its check: for what shares memory that must be freed before the
+/// peak (the parse cache holds every body, which the revisions release later).
+fn free_aside<T: Send + 'static>(value: T) {
     // Where no thread can be started, the closure (and `value`) is dropped here.
     let _ = std::thread::Builder::new()
         .name("meshward-free".into())
