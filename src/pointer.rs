@@ -9,6 +9,11 @@ use serde_json::Value as Json;
 pub(crate) trait At {
     /// The value at `pointer` (RFC 6901, as `serde_json::Value::pointer`).
     fn at(&self, pointer: &str) -> Option<&Json>;
+
+    /// The string at `pointer`; None where there is none or it is not a string.
+    fn str_at(&self, pointer: &str) -> Option<&str> {
+        self.at(pointer).and_then(Json::as_str)
+    }
 }
 
 impl At for Json {

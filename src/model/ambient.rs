@@ -192,7 +192,7 @@ pub(super) fn waypoints(resources: &[Resource], mesh: &MeshConfig) -> Vec<Waypoi
         .filter(|r| seen.insert(r.id.as_str()))
         .filter_map(|r| {
             let ns = r.namespace.clone()?;
-            let class = str_at(&r.body, "/spec/gatewayClassName").unwrap_or_default();
+            let class = r.body.str_at("/spec/gatewayClassName").unwrap_or_default();
             let traffic = r
                 .labels()
                 .and_then(|l| l.get(WAYPOINT_FOR))
@@ -235,10 +235,6 @@ pub(super) fn waypoints(resources: &[Resource], mesh: &MeshConfig) -> Vec<Waypoi
             })
         })
         .collect()
-}
-
-fn str_at<'a>(v: &'a Json, pointer: &str) -> Option<&'a str> {
-    v.at(pointer).and_then(Json::as_str)
 }
 
 /// Whether a waypoint of this traffic type serves what a binding binds.
@@ -579,9 +575,7 @@ pub(super) fn ztunnel_authz(r: &Resource, covered: &[&Workload]) -> Option<Ztunn
     if ambient.is_empty() {
         return None;
     }
-    let action = str_at(&r.body, "/spec/action")
-        .unwrap_or("ALLOW")
-        .to_string();
+    let action = r.body.str_at("/spec/action").unwrap_or("ALLOW").to_string();
     let dry_run = r
         .body
         .at("/metadata/annotations/istio.io~1dry-run")
@@ -658,8 +652,8 @@ pub(super) fn target_refs(
     };
     refs.into_iter()
         .map(|(path, t)| {
-            let kind = str_at(t, "/kind").unwrap_or_default().to_string();
-            let name = str_at(t, "/name").unwrap_or_default().to_string();
+            let kind = t.str_at("/kind").unwrap_or_default().to_string();
+            let name = t.str_at("/name").unwrap_or_default().to_string();
             let (state, waypoint) = match kind.as_str() {
                 "Gateway" => match waypoints
                     .iter()

@@ -16,10 +16,8 @@ mod workloads;
 
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
-use crate::pointer::At;
 use labels::{Labels, LabelsExt};
 use serde::Serialize;
-use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
 
 pub use ambient::{TargetRef, Waypoint, WaypointBinding, ZtunnelAuthz, ZtunnelRule};
@@ -246,10 +244,6 @@ pub struct PeerAuthn {
 
 fn is_istio(r: &Resource) -> bool {
     r.api_version.contains("istio.io/")
-}
-
-fn str_at<'a>(v: &'a Json, pointer: &str) -> Option<&'a str> {
-    v.at(pointer).and_then(Json::as_str)
 }
 
 /// Builds the model of a revision. With the base revision's model, a workload whose

@@ -2,9 +2,7 @@
 //! injection, and WorkloadEntries.
 
 use super::labels::{Labels, LabelsExt};
-use super::{
-    address_problem, namespaces, str_at, Namespace, ProxyRequests, Workload, WorkloadEntry,
-};
+use super::{address_problem, namespaces, Namespace, ProxyRequests, Workload, WorkloadEntry};
 use crate::manifest::Resource;
 use crate::pointer::At;
 use serde_json::Value as Json;
@@ -240,8 +238,8 @@ pub(super) fn workload_entry_of(r: &Resource) -> WorkloadEntry {
     // The control plane merges both, metadata winning on the same key.
     let mut labels = spec_labels.clone();
     labels.extend(metadata_labels.clone());
-    let address = str_at(&r.body, "/spec/address").map(str::to_string);
-    let network = str_at(&r.body, "/spec/network").map(str::to_string);
+    let address = r.body.str_at("/spec/address").map(str::to_string);
+    let network = r.body.str_at("/spec/network").map(str::to_string);
     // No address but a network: a workload behind a gateway, which Istio accepts.
     let behind_gateway =
         address.as_deref() == Some("") && network.as_deref().is_some_and(|n| !n.is_empty());
@@ -255,7 +253,7 @@ pub(super) fn workload_entry_of(r: &Resource) -> WorkloadEntry {
             .and_then(address_problem),
         address,
         network,
-        service_account: str_at(&r.body, "/spec/serviceAccount").map(str::to_string),
+        service_account: r.body.str_at("/spec/serviceAccount").map(str::to_string),
         labels,
         metadata_labels,
         spec_labels,

@@ -262,19 +262,7 @@ impl GitRepo {
     /// The files of `rev` under the prefix, read with one `git cat-file --batch`.
     pub fn read_tree(&self, rev: &str, limits: &TreeLimits) -> Result<Tree> {
         let (mut tree, blobs) = self.list_tree(rev, limits)?;
-        let ids: Vec<(&str, &str)> = blobs
-            .iter()
-            .map(|(p, id)| (id.as_str(), p.as_str()))
-            .collect();
-        let mut bytes = cat_blobs(&self.toplevel, &ids)?;
-        tree.files = blobs
-            .into_iter()
-            .zip(bytes.iter_mut())
-            .map(|((path, _), bytes)| SourceFile {
-                path,
-                bytes: std::mem::take(bytes),
-            })
-            .collect();
+        tree.files = self.contents(&[&blobs])?.pop().unwrap_or_default();
         Ok(tree)
     }
 
@@ -284,30 +272,39 @@ impl GitRepo {
         let (listed_a, listed_b) =
             rayon::join(|| self.list_tree(a, limits), || self.list_tree(b, limits));
         let ((mut tree_a, blobs_a), (mut tree_b, blobs_b)) = (listed_a?, listed_b?);
+        let mut files = self.contents(&[&blobs_a, &blobs_b])?.into_iter();
+        tree_a.files = files.next().unwrap_or_default();
+        tree_b.files = files.next().unwrap_or_default();
+        Ok((tree_a, tree_b))
+    }
+
+    /// The files of each listing of (path, blob id), each distinct blob read once
+    /// with one `git cat-file --batch`.
+    fn contents(&self, listings: &[&[(String, String)]]) -> Result<Vec<Vec<SourceFile>>> {
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut ids: Vec<(&str, &str)> = Vec::new();
-        for (path, id) in blobs_a.iter().chain(&blobs_b) {
+        for (path, id) in listings.iter().copied().flatten() {
             index.entry(id.as_str()).or_insert_with(|| {
                 ids.push((id, path));
                 ids.len() - 1
             });
         }
         let bytes = cat_blobs(&self.toplevel, &ids)?;
-        let files = |blobs: &[(String, String)]| -> Vec<SourceFile> {
-            blobs
-                .iter()
-                .map(|(path, id)| SourceFile {
-                    path: path.clone(),
-                    bytes: index
-                        .get(id.as_str())
-                        .map(|&i| bytes[i].clone())
-                        .unwrap_or_default(),
-                })
-                .collect()
-        };
-        tree_a.files = files(&blobs_a);
-        tree_b.files = files(&blobs_b);
-        Ok((tree_a, tree_b))
+        Ok(listings
+            .iter()
+            .map(|blobs| {
+                blobs
+                    .iter()
+                    .map(|(path, id)| SourceFile {
+                        path: path.clone(),
+                        bytes: index
+                            .get(id.as_str())
+                            .map(|&i| bytes[i].clone())
+                            .unwrap_or_default(),
+                    })
+                    .collect()
+            })
+            .collect())
     }
 
     /// The tree of `rev` without file contents, and its wanted files as (path under

@@ -70,7 +70,7 @@ pub struct ExternalSource {
 }
 
 fn s(v: &Json, pointer: &str) -> Option<String> {
-    v.at(pointer).and_then(Json::as_str).map(str::to_string)
+    v.str_at(pointer).map(str::to_string)
 }
 
 /// A scalar as text (`replicas: 3` and `replicas: "3"` alike).
