@@ -55,18 +55,27 @@ pub struct CheckRequest {
 pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
     let started = std::time::Instant::now();
     let limits = workspace::TreeLimits::default();
-    let needs_git = req.base.is_some() || req.head.is_some();
-    let repo = if needs_git {
-        Some(workspace::GitRepo::discover(&req.path)?)
+    // Head's revision first, then base's: the repository and both commit ids are
+    // asked of git at once.
+    let revs: Vec<&str> = [&req.head, &req.base]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let (repo, mut commits) = if revs.is_empty() {
+        (None, Vec::new())
     } else {
-        None
+        let (repo, commits) = workspace::GitRepo::open(&req.path, &revs)?;
+        (Some(repo), commits)
     };
+    let base_commit = req.base.as_ref().and_then(|_| commits.pop());
+    let head_commit = req.head.as_ref().and_then(|_| commits.pop());
     let label =
         |tree: &workspace::Tree| short(workspace::GitRepo::commit_of(tree).unwrap_or_default());
     let read_head = || -> anyhow::Result<(workspace::Tree, String)> {
-        match (&req.head, &repo) {
-            (Some(rev), Some(repo)) => {
-                let tree = repo.read_tree(rev, &limits)?;
+        match (&head_commit, &repo) {
+            (Some(commit), Some(repo)) => {
+                let tree = repo.read_tree(commit, &limits)?;
                 let head_label = label(&tree);
                 Ok((tree, head_label))
             }
@@ -77,16 +86,16 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         }
     };
     let read_base = || -> anyhow::Result<Option<(workspace::Tree, String)>> {
-        match (&req.base, &repo) {
-            (Some(rev), Some(repo)) => {
-                let tree = repo.read_tree(rev, &limits)?;
+        match (&base_commit, &repo) {
+            (Some(commit), Some(repo)) => {
+                let tree = repo.read_tree(commit, &limits)?;
                 let base_label = label(&tree);
                 Ok(Some((tree, base_label)))
             }
             _ => Ok(None),
         }
     };
-    let (head_tree, head_label, base) = match (&req.head, &req.base, &repo) {
+    let (head_tree, head_label, base) = match (&head_commit, &base_commit, &repo) {
         // Two revisions share most files: each blob is read once.
         (Some(head), Some(base), Some(repo)) => {
             let (head_tree, base_tree) = repo.read_trees(head, base, &limits)?;

@@ -173,7 +173,12 @@ pub fn analyze(
         .collect();
     let mut trusted = policy::builtin();
     trusted.extend(opts.extra_policies.iter().cloned());
+    let compiling = std::time::Instant::now();
     let policies = Policies::compile(&trusted, &repo_policies)?;
+    tracing::debug!(
+        elapsed_ms = compiling.elapsed().as_millis() as u64,
+        "policies compiled"
+    );
 
     let mut notes = Vec::new();
     if let Some(b) = &base {
@@ -374,6 +379,9 @@ pub fn analyze(
             p.message.clone(),
         ));
     }
+    let policy_count = policies.count;
+    // The compiled modules are many small allocations (a few ms to free).
+    let_go(policies);
     findings.extend(limits_above_ceiling(
         &config,
         &opts.render_limits,
@@ -459,7 +467,7 @@ pub fn analyze(
         warnings: live(Severity::Warning),
         infos: live(Severity::Info),
         suppressed: suppressed.len(),
-        policies: policies.count,
+        policies: policy_count,
         head: head_summary.clone(),
         base: base_summary.clone(),
         nothing_to_check: nothing_to_check(&head_summary, base_summary.as_ref(), &roots, &findings),

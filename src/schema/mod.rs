@@ -35,7 +35,9 @@ enum Source {
 }
 
 struct Version {
-    schema: Node,
+    /// Shared by the versions whose schemas are alike (Istio's CRDs serve one
+    /// schema under two or three versions).
+    schema: Arc<Node>,
     served: bool,
 }
 
@@ -181,6 +183,8 @@ fn definition(body: &Json, source: Source) -> (Option<Definition>, Vec<(Vec<Json
     } else {
         listed
     };
+    // Each distinct schema compiled once: (schema, its node, its errors).
+    let mut compiled_before: Vec<(&Json, Arc<Node>, Vec<structural::SchemaError>)> = Vec::new();
     for (i, v) in listed.iter().enumerate() {
         let Some(name) = v["name"].as_str() else {
             continue;
@@ -191,7 +195,15 @@ fn definition(body: &Json, source: Source) -> (Option<Definition>, Vec<(Vec<Json
             .map(|_| &v["schema"]["openAPIV3Schema"])
             .or(shared);
         let compiled = schema.map(|s| {
-            let (node, errors) = structural::compile(s, compiler());
+            let (node, errors) = match compiled_before.iter().find(|(before, ..)| *before == s) {
+                Some((_, node, errors)) => (node.clone(), errors.clone()),
+                None => {
+                    let (node, errors) = structural::compile(s, compiler());
+                    let node = Arc::new(node);
+                    compiled_before.push((s, node.clone(), errors.clone()));
+                    (node, errors)
+                }
+            };
             for e in errors {
                 problems.push((
                     vec![

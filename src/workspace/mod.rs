@@ -23,6 +23,9 @@ pub struct Tree {
     pub dirs: std::collections::BTreeSet<String>,
     /// Where the whole revision can be read from, for rendering.
     pub source: Option<TreeSource>,
+    /// The paths that differ from another commit read beside this one
+    /// ([`GitRepo::read_trees`]), with that commit's id.
+    pub compared: Option<(String, std::sync::Arc<std::collections::BTreeSet<String>>)>,
 }
 
 /// Where a revision lives.
@@ -178,6 +181,16 @@ fn relative(root: &Path, path: &Path) -> String {
         .join("/")
 }
 
+/// A commit's tree as `git ls-tree` lists it.
+struct Listed {
+    /// Without file contents.
+    tree: Tree,
+    /// The wanted files: (path under the prefix, blob id), sorted by path.
+    blobs: Vec<(String, String)>,
+    /// The listing of the whole commit (`git ls-tree -r -z -l`).
+    raw: Vec<u8>,
+}
+
 /// A git repository that holds `dir`, and `dir`'s place in it.
 pub struct GitRepo {
     pub toplevel: PathBuf,
@@ -242,6 +255,44 @@ impl GitRepo {
         .unwrap_or_default()
     }
 
+    /// The repository that holds `dir` and the full commit ids `revs` stand for, with
+    /// one `git rev-parse` when every revision names one commit.
+    pub fn open(dir: &Path, revs: &[&str]) -> Result<(GitRepo, Vec<String>)> {
+        let mut args = vec!["rev-parse", "--show-toplevel", "--show-prefix"];
+        let asked: Vec<String> = revs.iter().map(|r| format!("{r}^{{commit}}")).collect();
+        args.extend(asked.iter().map(String::as_str));
+        // After `--`, every argument before it must be a revision.
+        args.push("--");
+        let together = (!revs.iter().any(|r| r.starts_with('-')))
+            .then(|| git_output(dir, &args).ok())
+            .flatten();
+        if let Some(out) = together {
+            // toplevel, prefix (empty at the top), one id per revision, `--`.
+            let lines: Vec<&str> = out.split('\n').collect();
+            if let [toplevel, prefix, ids @ .., "--"] = lines.as_slice() {
+                // A range (`a..b`) or an exclusion (`^a`) gives other lines: such a
+                // revision is refused below, as `--verify` refuses it.
+                let full_id = |id: &&str| {
+                    matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit())
+                };
+                if ids.len() == revs.len() && ids.iter().all(full_id) {
+                    let repo = GitRepo {
+                        toplevel: PathBuf::from(toplevel),
+                        prefix: prefix.to_string(),
+                    };
+                    return Ok((repo, ids.iter().map(|id| id.to_string()).collect()));
+                }
+            }
+        }
+        // One by one, for an error that names what is wrong.
+        let repo = GitRepo::discover(dir)?;
+        let ids = revs
+            .iter()
+            .map(|r| repo.resolve(r))
+            .collect::<Result<_>>()?;
+        Ok((repo, ids))
+    }
+
     /// The full commit id a revision name stands for.
     pub fn resolve(&self, rev: &str) -> Result<String> {
         if rev.starts_with('-') {
@@ -259,20 +310,36 @@ impl GitRepo {
         .map_err(|_| anyhow!("unknown revision {rev:?} in {}", self.toplevel.display()))
     }
 
-    /// The files of `rev` under the prefix, read with one `git cat-file --batch`.
-    pub fn read_tree(&self, rev: &str, limits: &TreeLimits) -> Result<Tree> {
-        let (mut tree, blobs) = self.list_tree(rev, limits)?;
+    /// The files of `commit` (a full id, as [`GitRepo::open`] gives) under the prefix,
+    /// read with one `git cat-file --batch`.
+    pub fn read_tree(&self, commit: &str, limits: &TreeLimits) -> Result<Tree> {
+        let Listed {
+            mut tree, blobs, ..
+        } = self.list_tree(commit, limits)?;
         tree.files = self.contents(&[&blobs])?.pop().unwrap_or_default();
         Ok(tree)
     }
 
-    /// The files of two revisions (base and head of a change), each blob read once
-    /// although most are in both: one `git cat-file --batch` for the two.
+    /// The files of two commits (base and head of a change), each blob read once
+    /// although most are in both: one `git cat-file --batch` for the two. Each tree
+    /// also knows the paths that differ from the other's.
     pub fn read_trees(&self, a: &str, b: &str, limits: &TreeLimits) -> Result<(Tree, Tree)> {
         let (listed_a, listed_b) =
             rayon::join(|| self.list_tree(a, limits), || self.list_tree(b, limits));
-        let ((mut tree_a, blobs_a), (mut tree_b, blobs_b)) = (listed_a?, listed_b?);
-        let mut files = self.contents(&[&blobs_a, &blobs_b])?.into_iter();
+        let (mut listed_a, mut listed_b) = (listed_a?, listed_b?);
+        let changed = std::sync::Arc::new(differing_paths(
+            &listed_entries(&listed_a.raw, &self.prefix),
+            &listed_entries(&listed_b.raw, &self.prefix),
+        ));
+        let (mut tree_a, mut tree_b) = (
+            std::mem::take(&mut listed_a.tree),
+            std::mem::take(&mut listed_b.tree),
+        );
+        tree_a.compared = Some((b.to_string(), changed.clone()));
+        tree_b.compared = Some((a.to_string(), changed));
+        let mut files = self
+            .contents(&[&listed_a.blobs, &listed_b.blobs])?
+            .into_iter();
         tree_a.files = files.next().unwrap_or_default();
         tree_b.files = files.next().unwrap_or_default();
         Ok((tree_a, tree_b))
@@ -307,12 +374,10 @@ impl GitRepo {
             .collect())
     }
 
-    /// The tree of `rev` without file contents, and its wanted files as (path under
-    /// the prefix, blob id), sorted by path.
-    fn list_tree(&self, rev: &str, limits: &TreeLimits) -> Result<(Tree, Vec<(String, String)>)> {
-        let commit = self.resolve(rev)?;
+    /// The tree of `commit` without file contents, and its listing.
+    fn list_tree(&self, commit: &str, limits: &TreeLimits) -> Result<Listed> {
         let listing = git(&self.toplevel)
-            .args(["ls-tree", "-r", "-z", "-l", "--full-tree", &commit])
+            .args(["ls-tree", "-r", "-z", "-l", "--full-tree", commit])
             .output()
             .context("could not run git ls-tree")?;
         if !listing.status.success() {
@@ -324,17 +389,11 @@ impl GitRepo {
         let mut tree = Tree::default();
         let mut total = 0u64;
         let mut blobs: Vec<(String, String)> = Vec::new();
-        for entry in listing.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()) {
-            let entry = String::from_utf8_lossy(entry);
-            // "<mode> <type> <object> <size>\t<path>"
-            let Some((meta, path)) = entry.split_once('\t') else {
-                continue;
-            };
-            let Some(rel) = path.strip_prefix(self.prefix.as_str()) else {
-                continue;
-            };
-            tree.add_dirs_of(rel);
-            if !wanted(rel) {
+        for (rel, meta) in listed_entries(&listing.stdout, &self.prefix) {
+            let rel = String::from_utf8_lossy(rel);
+            let meta = String::from_utf8_lossy(meta);
+            tree.add_dirs_of(&rel);
+            if !wanted(&rel) {
                 continue;
             }
             let fields: Vec<&str> = meta.split_whitespace().collect();
@@ -358,7 +417,7 @@ impl GitRepo {
             push_checked(&mut tree, limits)?;
             if blobs.len() > limits.max_files {
                 bail!(
-                    "revision {rev} holds more than {} YAML and JSON files; refusing to check it",
+                    "revision {commit} holds more than {} YAML and JSON files; refusing to check it",
                     limits.max_files
                 );
             }
@@ -366,10 +425,14 @@ impl GitRepo {
         blobs.sort();
         tree.source = Some(TreeSource::Git {
             toplevel: self.toplevel.clone(),
-            commit,
+            commit: commit.to_string(),
             prefix: self.prefix.clone(),
         });
-        Ok((tree, blobs))
+        Ok(Listed {
+            tree,
+            blobs,
+            raw: listing.stdout,
+        })
     }
 
     /// The full commit id a tree read from git was read at.
@@ -379,6 +442,64 @@ impl GitRepo {
             _ => None,
         }
     }
+}
+
+/// The entries of `git ls-tree -r -z -l` output under `prefix`: (path below the
+/// prefix, "<mode> <type> <object> <size>"), sorted by path.
+fn listed_entries<'a>(raw: &'a [u8], prefix: &str) -> Vec<(&'a [u8], &'a [u8])> {
+    let mut out: Vec<(&[u8], &[u8])> = raw
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let tab = entry.iter().position(|b| *b == b'\t')?;
+            let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
+            Some((path.strip_prefix(prefix.as_bytes())?, meta))
+        })
+        .collect();
+    // git lists in tree order, which is byte order of the full paths; sorted anyway
+    // (cheap on sorted input) so that the comparison below does not rest on it.
+    out.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out
+}
+
+/// The paths whose mode, type or object differ between two listings, or that only
+/// one holds: what `git diff --name-only --no-renames` lists, whatever the
+/// repository's diff settings (an ignored submodule, quoted names).
+fn differing_paths(
+    a: &[(&[u8], &[u8])],
+    b: &[(&[u8], &[u8])],
+) -> std::collections::BTreeSet<String> {
+    use std::cmp::Ordering;
+    // The size column is the object's: the same object, the same size.
+    let (mut i, mut j) = (0, 0);
+    let mut out = std::collections::BTreeSet::new();
+    let mut add = |path: &[u8]| {
+        out.insert(String::from_utf8_lossy(path).into_owned());
+    };
+    while i < a.len() || j < b.len() {
+        let order = match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) => x.0.cmp(y.0),
+            (Some(_), None) => Ordering::Less,
+            _ => Ordering::Greater,
+        };
+        match order {
+            Ordering::Less => {
+                add(a[i].0);
+                i += 1;
+            }
+            Ordering::Greater => {
+                add(b[j].0);
+                j += 1;
+            }
+            Ordering::Equal => {
+                if a[i].1 != b[j].1 {
+                    add(a[i].0);
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
 }
 
 /// The contents of the blobs `ids` (blob id, a path it is at), in order, from one
@@ -510,6 +631,12 @@ pub fn changed_paths(base: &Tree, head: &Tree) -> Option<std::collections::BTree
         out.strip_prefix(prefix).map(str::to_string)
     };
     match (base.source.as_ref()?, head.source.as_ref()?) {
+        // Read together: the listings were compared then.
+        (TreeSource::Git { commit: b, .. }, TreeSource::Git { .. })
+            if head.compared.as_ref().is_some_and(|(other, _)| other == b) =>
+        {
+            head.compared.as_ref().map(|(_, paths)| (**paths).clone())
+        }
         (
             TreeSource::Git {
                 toplevel,
@@ -523,6 +650,7 @@ pub fn changed_paths(base: &Tree, head: &Tree) -> Option<std::collections::BTree
                 &[
                     "diff",
                     "--name-only",
+                    "-z",
                     "--no-renames",
                     b,
                     h,
@@ -532,8 +660,9 @@ pub fn changed_paths(base: &Tree, head: &Tree) -> Option<std::collections::BTree
             )
             .ok()?;
             Some(
-                out.lines()
+                out.split('\0')
                     .filter_map(|l| strip(prefix, l.to_string()))
+                    .filter(|l| !l.is_empty())
                     .collect(),
             )
         }
@@ -548,13 +677,14 @@ pub fn changed_paths(base: &Tree, head: &Tree) -> Option<std::collections::BTree
             let scope = format!(":/{prefix}");
             let changed = git_output(
                 toplevel,
-                &["diff", "--name-only", "--no-renames", b, "--", &scope],
+                &["diff", "--name-only", "-z", "--no-renames", b, "--", &scope],
             )
             .ok()?;
             let untracked = git_output(
                 toplevel,
                 &[
                     "ls-files",
+                    "-z",
                     "--others",
                     "--exclude-standard",
                     "--full-name",
@@ -563,11 +693,13 @@ pub fn changed_paths(base: &Tree, head: &Tree) -> Option<std::collections::BTree
                 ],
             )
             .ok()?;
+            // NUL-separated: names with other than ASCII are not quoted then.
             Some(
                 changed
-                    .lines()
-                    .chain(untracked.lines())
+                    .split('\0')
+                    .chain(untracked.split('\0'))
                     .filter_map(|l| strip(prefix, l.to_string()))
+                    .filter(|l| !l.is_empty())
                     .collect(),
             )
         }
@@ -649,6 +781,12 @@ mod tests {
 
     use super::*;
 
+    fn write_file(root: &Path, path: &str, text: &str) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
     #[test]
     fn files_under_the_per_file_limit_still_add_up_to_a_refusal() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -674,11 +812,7 @@ mod tests {
         let repo = tempfile::tempdir().expect("temp dir");
         let r = repo.path();
         let git = |args: &[&str]| run_git(r, args);
-        let write = |path: &str, text: &str| {
-            let path = r.join(path);
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            std::fs::write(path, text).expect("write");
-        };
+        let write = |path: &str, text: &str| write_file(r, path, text);
         git(&["init", "-q"]);
         write("mesh/same.yaml", "kind: A\n");
         write("mesh/edited.yaml", "kind: B\n");
@@ -712,10 +846,22 @@ mod tests {
                 })
                 .collect()
         };
-        let (head, base) = repo.read_trees("HEAD", "HEAD~1", &limits).expect("read");
+        let (opened, ids) = GitRepo::open(&r.join("mesh"), &["HEAD", "HEAD~1"]).expect("open");
+        assert_eq!(
+            (&opened.toplevel, &opened.prefix),
+            (&repo.toplevel, &repo.prefix)
+        );
+        assert_eq!(
+            ids,
+            [
+                repo.resolve("HEAD").expect("HEAD"),
+                repo.resolve("HEAD~1").expect("HEAD~1")
+            ]
+        );
+        let (head, base) = repo.read_trees(&ids[0], &ids[1], &limits).expect("read");
         let (head_alone, base_alone) = (
-            repo.read_tree("HEAD", &limits).expect("read"),
-            repo.read_tree("HEAD~1", &limits).expect("read"),
+            repo.read_tree(&ids[0], &limits).expect("read"),
+            repo.read_tree(&ids[1], &limits).expect("read"),
         );
         assert_eq!(files(&head), files(&head_alone));
         assert_eq!(files(&base), files(&base_alone));
@@ -732,9 +878,116 @@ mod tests {
         assert!(files(&base).contains(&("gone.yaml".into(), "kind: C\n".into())));
         assert_eq!(GitRepo::commit_of(&head), GitRepo::commit_of(&head_alone),);
         assert_ne!(GitRepo::commit_of(&head), GitRepo::commit_of(&base));
-        let unknown = repo.read_trees("HEAD", "no-such-branch", &limits);
-        assert!(unknown.is_err_and(|e| e
-            .to_string()
-            .contains("unknown revision \"no-such-branch\"")),);
+        for (revs, error) in [
+            (
+                &["HEAD", "no-such-branch"][..],
+                "unknown revision \"no-such-branch\"",
+            ),
+            // A range names two commits: refused, as `rev-parse --verify` refuses it.
+            (&["HEAD~1..HEAD"][..], "unknown revision \"HEAD~1..HEAD\""),
+            (&["--all"][..], "is not a revision name"),
+        ] {
+            let refused = GitRepo::open(r, revs).err().map(|e| e.to_string());
+            assert!(
+                refused.as_deref().is_some_and(|e| e.contains(error)),
+                "{revs:?}: {refused:?}"
+            );
+        }
+        let outside = tempfile::tempdir().expect("temp dir");
+        let refused = GitRepo::open(outside.path(), &["HEAD"])
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("is not inside a git repository")),
+            "{refused:?}"
+        );
+    }
+
+    /// Base and head read together know the paths that differ between them, as
+    /// `git diff --name-only` lists them (unquoted), below the checked folder.
+    #[test]
+    fn paths_that_differ_are_those_git_diff_names() {
+        let repo = tempfile::tempdir().expect("temp dir");
+        let r = repo.path();
+        let git = |args: &[&str]| run_git(r, args);
+        let write = |path: &str, text: &str| write_file(r, path, text);
+        git(&["init", "-q"]);
+        for path in [
+            "mesh/same.yaml",
+            "mesh/edited.yaml",
+            "mesh/gone.yaml",
+            "mesh/run.sh",
+            "mesh/becomes-dir",
+            "mesh/ünïcode.yaml",
+            "mesh/README.md",
+            "outside.yaml",
+        ] {
+            write(path, path);
+        }
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "base"]);
+        write("mesh/edited.yaml", "edited");
+        write("mesh/new.yaml", "new");
+        write("mesh/ünïcode.yaml", "edited");
+        write("mesh/README.md", "edited");
+        write("outside.yaml", "edited");
+        std::fs::remove_file(r.join("mesh/gone.yaml")).expect("rm");
+        std::fs::remove_file(r.join("mesh/becomes-dir")).expect("rm");
+        write("mesh/becomes-dir/inside.yaml", "inside");
+        git(&["add", "-A"]);
+        // A mode change alone is a change.
+        git(&["update-index", "--chmod=+x", "mesh/run.sh"]);
+        git(&["commit", "-qm", "head"]);
+
+        let (repo, ids) = GitRepo::open(&r.join("mesh"), &["HEAD", "HEAD~1"]).expect("open");
+        let (head, base) = repo
+            .read_trees(&ids[0], &ids[1], &TreeLimits::default())
+            .expect("read");
+        let diff = Command::new("git")
+            .arg("-C")
+            .arg(r)
+            .args([
+                "-c",
+                "core.quotePath=false",
+                "diff",
+                "--name-only",
+                "--no-renames",
+            ])
+            .args([&ids[1], &ids[0], "--", ":/mesh"])
+            .output()
+            .expect("git diff");
+        let expected: std::collections::BTreeSet<String> = String::from_utf8_lossy(&diff.stdout)
+            .lines()
+            .map(|l| l.strip_prefix("mesh/").expect("below mesh/").to_string())
+            .collect();
+        assert_eq!(
+            expected,
+            [
+                "README.md",
+                "becomes-dir",
+                "becomes-dir/inside.yaml",
+                "edited.yaml",
+                "gone.yaml",
+                "new.yaml",
+                "run.sh",
+                "ünïcode.yaml",
+            ]
+            .map(String::from)
+            .into()
+        );
+        assert_eq!(changed_paths(&base, &head), Some(expected));
+        // Read one by one, the trees ask git.
+        let (head_alone, base_alone) = (
+            repo.read_tree(&ids[0], &TreeLimits::default())
+                .expect("read"),
+            repo.read_tree(&ids[1], &TreeLimits::default())
+                .expect("read"),
+        );
+        assert_eq!(
+            changed_paths(&base_alone, &head_alone),
+            changed_paths(&base, &head)
+        );
     }
 }
