@@ -327,19 +327,24 @@ impl GitRepo {
         let (listed_a, listed_b) =
             rayon::join(|| self.list_tree(a, limits), || self.list_tree(b, limits));
         let (mut listed_a, mut listed_b) = (listed_a?, listed_b?);
-        let changed = std::sync::Arc::new(differing_paths(
-            &listed_entries(&listed_a.raw, &self.prefix),
-            &listed_entries(&listed_b.raw, &self.prefix),
-        ));
+        // The listings are compared while git reads the blobs.
+        let (changed, files) = rayon::join(
+            || {
+                differing_paths(
+                    &sorted_entries(&listed_a.raw, &self.prefix),
+                    &sorted_entries(&listed_b.raw, &self.prefix),
+                )
+            },
+            || self.contents(&[&listed_a.blobs, &listed_b.blobs]),
+        );
+        let changed = std::sync::Arc::new(changed);
         let (mut tree_a, mut tree_b) = (
             std::mem::take(&mut listed_a.tree),
             std::mem::take(&mut listed_b.tree),
         );
         tree_a.compared = Some((b.to_string(), changed.clone()));
         tree_b.compared = Some((a.to_string(), changed));
-        let mut files = self
-            .contents(&[&listed_a.blobs, &listed_b.blobs])?
-            .into_iter();
+        let mut files = files?.into_iter();
         tree_a.files = files.next().unwrap_or_default();
         tree_b.files = files.next().unwrap_or_default();
         Ok((tree_a, tree_b))
@@ -445,18 +450,23 @@ impl GitRepo {
 }
 
 /// The entries of `git ls-tree -r -z -l` output under `prefix`: (path below the
-/// prefix, "<mode> <type> <object> <size>"), sorted by path.
-fn listed_entries<'a>(raw: &'a [u8], prefix: &str) -> Vec<(&'a [u8], &'a [u8])> {
-    let mut out: Vec<(&[u8], &[u8])> = raw
-        .split(|b| *b == 0)
-        .filter_map(|entry| {
-            let tab = entry.iter().position(|b| *b == b'\t')?;
-            let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
-            Some((path.strip_prefix(prefix.as_bytes())?, meta))
-        })
-        .collect();
-    // git lists in tree order, which is byte order of the full paths; sorted anyway
-    // (cheap on sorted input) so that the comparison below does not rest on it.
+/// prefix, "<mode> <type> <object> <size>").
+fn listed_entries<'a>(
+    raw: &'a [u8],
+    prefix: &'a str,
+) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+    raw.split(|b| *b == 0).filter_map(move |entry| {
+        let tab = entry.iter().position(|b| *b == b'\t')?;
+        let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
+        Some((path.strip_prefix(prefix.as_bytes())?, meta))
+    })
+}
+
+/// [`listed_entries`] sorted by path. git lists in tree order, which is the byte
+/// order of full paths; sorted anyway (cheap on sorted input) so that comparing two
+/// listings does not rest on it.
+fn sorted_entries<'a>(raw: &'a [u8], prefix: &'a str) -> Vec<(&'a [u8], &'a [u8])> {
+    let mut out: Vec<_> = listed_entries(raw, prefix).collect();
     out.sort_unstable_by(|a, b| a.0.cmp(b.0));
     out
 }
