@@ -120,11 +120,20 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
         Some(path) => Some(evidence::Evidence::from_file(path)?),
         None => None,
     };
+    // Asked of git only if an app object names a repository.
     let repo_urls = match &repo {
-        Some(repo) => repo.remote_urls(),
-        None => workspace::GitRepo::discover(&req.path)
-            .map(|r| r.remote_urls())
-            .unwrap_or_default(),
+        Some(repo) => {
+            let toplevel = repo.toplevel.clone();
+            render::RepoUrls::asked(move || workspace::remote_urls(&toplevel))
+        }
+        None => {
+            let path = req.path.clone();
+            render::RepoUrls::asked(move || {
+                workspace::GitRepo::discover(&path)
+                    .map(|r| r.remote_urls())
+                    .unwrap_or_default()
+            })
+        }
     };
     // Which branch a local run stands for is not known: the branch checked out is
     // most often a feature branch on its way into the one Flux follows.

@@ -42,7 +42,7 @@ pub struct Options {
     /// helm and kustomize, for render roots.
     pub tools: crate::render::Tools,
     /// URLs under which app objects name this repository (besides `render.repo_urls`).
-    pub repo_urls: Vec<String>,
+    pub repo_urls: crate::render::RepoUrls,
     /// The branches the checked revisions stand for, where known.
     pub branches: Vec<String>,
     /// Paths the change touches; only render roots reading one are rendered. None:
@@ -72,7 +72,7 @@ impl Options {
     pub fn new(today: NaiveDate) -> Options {
         Options {
             tools: crate::render::Tools::discover(),
-            repo_urls: Vec::new(),
+            repo_urls: crate::render::RepoUrls::default(),
             branches: Vec::new(),
             changed_paths: None,
             extra_policies: Vec::new(),
@@ -91,7 +91,7 @@ impl Options {
 /// revisions.
 pub struct CheckSettings {
     /// URLs under which app objects name this repository.
-    pub repo_urls: Vec<String>,
+    pub repo_urls: crate::render::RepoUrls,
     /// The branches the checked revisions stand for (the pull request's base, the
     /// branch checked out), where known: a Flux GitRepository of this repository
     /// following another branch is not this checkout.

@@ -386,7 +386,8 @@ async fn check(
 ) -> Result<Checked> {
     let Fetched { head_dir, base } = fetched;
     let (base_sha, base_dir) = base.unzip();
-    let repo_urls = vec![format!("https://github.com/{}", job.repo)];
+    let repo_urls =
+        crate::render::RepoUrls::known(vec![format!("https://github.com/{}", job.repo)]);
     // The branch a pull request merges into, or the one a push moved.
     let branches: Vec<String> = job.base_ref.iter().cloned().collect();
     let head_label = short(&job.head_sha);

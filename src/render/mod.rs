@@ -37,6 +37,7 @@ pub(crate) use revision::{
     context, failure_status, is_manifest, parse_shared, revision, RenderedRevision, RenderedRoots,
     Settings, APPS, LINKED, TOUCHED,
 };
+pub use roots::RepoUrls;
 pub use running::{render_root, Rendered};
 pub use source_map::{Patch, SourceMap};
 pub use tools::{RenderLimits, Tools};

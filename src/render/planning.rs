@@ -12,7 +12,6 @@ use crate::config::{ConfigRoot, RenderConfig};
 use crate::finding::{Finding, Severity};
 use crate::manifest::{input_finding, Resource};
 use crate::workspace::Tree;
-use std::collections::BTreeSet;
 
 /// The final set of roots of a revision, once app objects and config are read.
 pub struct Plan {
@@ -30,7 +29,7 @@ pub(crate) fn plan(
     discovery: &Discovery,
     resources: &[&Resource],
     config: &RenderConfig,
-    repo_urls: &BTreeSet<String>,
+    repo_urls: &super::roots::SameRepo,
     branches: &[String],
     clusters: &Clusters,
 ) -> Plan {

@@ -25,7 +25,7 @@ pub(crate) struct Settings<'a> {
     /// Limits on reading manifests.
     pub(crate) manifest_limits: &'a Limits,
     /// URLs under which app objects name this repository (besides `render.repo_urls`).
-    pub(crate) repo_urls: &'a [String],
+    pub(crate) repo_urls: &'a super::RepoUrls,
     /// The branches the revision under check stands for, where known: a Flux
     /// GitRepository of this repository following another is not this checkout.
     pub(crate) branches: &'a [String],
@@ -289,13 +289,7 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
     // Count every manifest read, render inputs included.
     loaded.files = tree.files.iter().filter(|f| is_manifest(f, config)).count();
     loaded.files_not_read = not_read_as_manifests(tree, config);
-    let mut repo_urls: BTreeSet<String> = settings
-        .repo_urls
-        .iter()
-        .chain(&config.render.repo_urls)
-        .map(|u| super::roots::normalize_repo_url(u))
-        .collect();
-    repo_urls.retain(|u| !u.is_empty());
+    let same_repo = super::roots::SameRepo::new(settings.repo_urls, &config.render.repo_urls);
     // App objects a render produces (an app-of-apps chart's Applications, a Flux
     // Kustomization's HelmReleases) are app objects in turn: plan again with them
     // until no render adds one, each root rendered once however often it is planned.
@@ -310,7 +304,7 @@ pub(crate) fn revision(tree: &Tree, config: &RepoConfig, settings: &Settings) ->
             &discovery,
             &resources,
             &config.render,
-            &repo_urls,
+            &same_repo,
             settings.branches,
             &clusters,
         );

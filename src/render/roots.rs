@@ -205,9 +205,99 @@ pub fn normalize_repo_url(url: &str) -> String {
     u.trim_end_matches('/').trim_end_matches(".git").to_string()
 }
 
+/// The URLs under which app objects name this repository (a checkout's remotes, the
+/// repository a webhook names). Asked for on the first question only: asking git
+/// costs a process, and only app objects (Argo CD, Flux) ask.
+pub struct RepoUrls {
+    urls: std::sync::OnceLock<Vec<String>>,
+    ask: Option<Box<dyn Fn() -> Vec<String> + Send + Sync>>,
+}
+
+impl RepoUrls {
+    pub fn known(urls: Vec<String>) -> RepoUrls {
+        RepoUrls {
+            urls: std::sync::OnceLock::from(urls),
+            ask: None,
+        }
+    }
+
+    /// The URLs `ask` gives, asked once, when first needed.
+    pub fn asked(ask: impl Fn() -> Vec<String> + Send + Sync + 'static) -> RepoUrls {
+        RepoUrls {
+            urls: std::sync::OnceLock::new(),
+            ask: Some(Box::new(ask)),
+        }
+    }
+
+    pub fn get(&self) -> &[String] {
+        self.urls
+            .get_or_init(|| self.ask.as_ref().map(|ask| ask()).unwrap_or_default())
+    }
+}
+
+impl Default for RepoUrls {
+    fn default() -> Self {
+        RepoUrls::known(Vec::new())
+    }
+}
+
+/// Whether a source URL names this repository: one of [`RepoUrls`] or of the
+/// config's `render.repo_urls`, normalized once, on the first question.
+pub(crate) struct SameRepo<'a> {
+    urls: &'a RepoUrls,
+    configured: &'a [String],
+    normalized: std::sync::OnceLock<std::collections::BTreeSet<String>>,
+}
+
+impl<'a> SameRepo<'a> {
+    pub(crate) fn new(urls: &'a RepoUrls, configured: &'a [String]) -> SameRepo<'a> {
+        SameRepo {
+            urls,
+            configured,
+            normalized: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn names(&self, url: &str) -> bool {
+        self.normalized
+            .get_or_init(|| {
+                self.urls
+                    .get()
+                    .iter()
+                    .chain(self.configured)
+                    .map(|u| normalize_repo_url(u))
+                    .filter(|u| !u.is_empty())
+                    .collect()
+            })
+            .contains(&normalize_repo_url(url))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The URLs are asked for when an app object first asks, once, and only then.
+    #[test]
+    fn repository_urls_are_asked_for_once_and_only_when_needed() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = asked.clone();
+        let urls = RepoUrls::asked(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            vec!["git@github.com:acme/gitops.git".to_string()]
+        });
+        let configured = ["https://gitlab.com/acme/mirror".to_string()];
+        let same = SameRepo::new(&urls, &configured);
+        assert_eq!(asked.load(Ordering::SeqCst), 0);
+        assert!(same.names("https://github.com/acme/gitops"));
+        assert!(same.names("https://gitlab.com/acme/mirror.git"));
+        assert!(!same.names("https://github.com/acme/other"));
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        assert!(SameRepo::new(&urls, &[]).names("ssh://git@github.com/acme/gitops"));
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn repo_urls_normalize() {

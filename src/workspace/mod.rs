@@ -181,6 +181,17 @@ fn relative(root: &Path, path: &Path) -> String {
         .join("/")
 }
 
+/// The URLs of the remotes of the repository at `toplevel`.
+pub fn remote_urls(toplevel: &Path) -> Vec<String> {
+    git_output(toplevel, &["config", "--get-regexp", r"^remote\..*\.url$"])
+        .map(|out| {
+            out.lines()
+                .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A commit's tree as `git ls-tree` lists it.
 struct Listed {
     /// Without file contents.
@@ -243,16 +254,7 @@ impl GitRepo {
     /// The URLs of the repository's remotes: app objects that name one of them
     /// deploy from this repository.
     pub fn remote_urls(&self) -> Vec<String> {
-        git_output(
-            &self.toplevel,
-            &["config", "--get-regexp", r"^remote\..*\.url$"],
-        )
-        .map(|out| {
-            out.lines()
-                .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+        remote_urls(&self.toplevel)
     }
 
     /// The repository that holds `dir` and the full commit ids `revs` stand for, with

@@ -3,16 +3,15 @@
 
 use super::clusters::Clusters;
 use super::problem::Problem;
-use super::roots::{
-    is_remote, join, normalize_repo_url, HelmOptions, HelmParameter, InlinePatch, KustomizeOptions,
-};
+use super::roots::{is_remote, join, HelmOptions, HelmParameter, InlinePatch, KustomizeOptions};
 use crate::finding::Severity;
 use crate::manifest::Resource;
 use crate::pointer::At;
 use appset::RepoLookup;
 use argo::Argo;
 use flux::{flux_helm_release, flux_kustomization, flux_source};
-pub use namespaces::{app_namespace_labels, AppNamespaceLabels};
+pub(crate) use namespaces::app_namespace_labels;
+pub use namespaces::AppNamespaceLabels;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -243,14 +242,14 @@ fn flux_source_elsewhere(kind: &str, source: &str) -> String {
 
 pub(crate) fn app_sources(
     resources: &[&Resource],
-    repo_urls: &BTreeSet<String>,
+    repo_urls: &crate::render::roots::SameRepo,
     branches: &[String],
     repo: &dyn RepoLookup,
     clusters: &Clusters,
 ) -> (Vec<AppSource>, Vec<ExternalSource>) {
     let mut out = Vec::new();
     let mut external = Vec::new();
-    let same_repo = |url: &str| repo_urls.contains(&normalize_repo_url(url));
+    let same_repo = |url: &str| repo_urls.names(url);
     // Flux GitRepository objects that point at this repository, by namespace/name,
     // with the other revision they follow, if they do.
     let flux_repos: BTreeMap<String, Option<String>> = resources

@@ -5,7 +5,7 @@ use super::*;
 use crate::manifest::Resource;
 use crate::pointer::At;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Labels an app object sets on the namespace it deploys to (Argo CD
 /// `syncPolicy.managedNamespaceMetadata.labels` with `CreateNamespace=true`).
@@ -27,12 +27,12 @@ pub struct AppNamespaceLabels {
 /// and each Application an ApplicationSet generates; one whose namespace or labels
 /// still hold a template expression, or that a `templatePatch` may change, is left
 /// out, and its namespace keeps unknown labels.
-pub fn app_namespace_labels(
+pub(crate) fn app_namespace_labels(
     resources: &[&Resource],
-    repo_urls: &BTreeSet<String>,
+    repo_urls: &crate::render::roots::SameRepo,
     repo: &dyn RepoLookup,
 ) -> Vec<AppNamespaceLabels> {
-    let same_repo = |url: &str| repo_urls.contains(&normalize_repo_url(url));
+    let same_repo = |url: &str| repo_urls.names(url);
     let mut out = Vec::new();
     for r in resources
         .iter()
