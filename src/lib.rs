@@ -130,7 +130,7 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
             let path = req.path.clone();
             render::RepoUrls::asked(move || {
                 workspace::GitRepo::discover(&path)
-                    .map(|r| r.remote_urls())
+                    .map(|r| workspace::remote_urls(&r.toplevel))
                     .unwrap_or_default()
             })
         }

@@ -229,7 +229,7 @@ impl RepoUrls {
         }
     }
 
-    pub fn get(&self) -> &[String] {
+    pub(crate) fn get(&self) -> &[String] {
         self.urls
             .get_or_init(|| self.ask.as_ref().map(|ask| ask()).unwrap_or_default())
     }

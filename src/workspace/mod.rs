@@ -181,7 +181,8 @@ fn relative(root: &Path, path: &Path) -> String {
         .join("/")
 }
 
-/// The URLs of the remotes of the repository at `toplevel`.
+/// The URLs of the remotes of the repository at `toplevel`: app objects that name
+/// one of them deploy from this repository.
 pub fn remote_urls(toplevel: &Path) -> Vec<String> {
     git_output(toplevel, &["config", "--get-regexp", r"^remote\..*\.url$"])
         .map(|out| {
@@ -249,12 +250,6 @@ impl GitRepo {
             toplevel: PathBuf::from(toplevel),
             prefix: prefix.to_string(),
         })
-    }
-
-    /// The URLs of the repository's remotes: app objects that name one of them
-    /// deploy from this repository.
-    pub fn remote_urls(&self) -> Vec<String> {
-        remote_urls(&self.toplevel)
     }
 
     /// The repository that holds `dir` and the full commit ids `revs` stand for, with
