@@ -113,7 +113,7 @@ fn run_worker(
 ) -> (Vec<Outcome>, Option<Ended>) {
     let count = packages.len();
     let request = Request {
-        trusted: policies.trusted.clone(),
+        trusted: policies.trusted.sources.clone(),
         untrusted: policies.untrusted.clone(),
         packages,
         timeout_ms: limits.timeout.as_millis() as u64,
