@@ -25,23 +25,36 @@ pub(super) fn parse_chunk(
     };
     let mut work = text.len();
     loop {
-        match compose(&text, offset, limits) {
+        let (at, what, rewritten) = match compose(&text, offset, limits) {
             Ok(root) => return Ok(root),
             Err(Failure::Doc(e)) => return Err(e),
             // go-yaml reads `\'` in a double-quoted string as `'`; libyaml has no such
-            // escape. The string is rewritten with the `\x27` both know, and read again.
-            Err(Failure::EscapedQuote(at)) => {
-                work += text.len();
-                if work > REREAD_BUDGET {
-                    let line = LineTable::new(&text, offset).line(at);
-                    return Err(DocError::limit(
-                        line,
-                        "the document holds more double-quoted strings with `\\'` than meshward reads; it was not checked".into(),
-                    ));
-                }
-                text = Cow::Owned(rewrite_escaped_quotes(&text, at));
-            }
+            // escape. The string is rewritten with the `\x27` both know.
+            Err(Failure::EscapedQuote(at)) => (
+                at,
+                "double-quoted strings with `\\'`",
+                rewrite_escaped_quotes(&text, at),
+            ),
+            // go-yaml ends an unquoted value in `[...]` or `{...}` at `,` `]` `}` `[`
+            // `{` `?` even right after a `:` (`addresses: [2001:db8::]`); libyaml
+            // rejects the `:`. The value is rewritten as the quoted string go-yaml
+            // reads it as.
+            Err(Failure::FlowColon { from, to }) => (
+                from,
+                "unquoted values ending in `:` inside `[...]` or `{...}`",
+                quote_plain(&text, from, to),
+            ),
+        };
+        // Then read again, as often as the budget allows.
+        work += text.len();
+        if work > REREAD_BUDGET {
+            let line = LineTable::new(&text, offset).line(at);
+            return Err(DocError::limit(
+                line,
+                format!("the document holds more {what} than meshward reads; it was not checked"),
+            ));
         }
+        text = Cow::Owned(rewritten);
     }
 }
 
@@ -84,11 +97,34 @@ fn rewrite_escaped_quotes(text: &str, at: usize) -> String {
     out
 }
 
+/// `text` with its bytes `from..to`, an unquoted value, written as a double-quoted
+/// string of the same characters.
+fn quote_plain(text: &str, from: usize, to: usize) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    out.push_str(&text[..from]);
+    out.push('"');
+    for c in text[from..to].chars() {
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out.push_str(&text[to..]);
+    out
+}
+
 /// Why composing stopped.
 enum Failure {
     Doc(DocError),
     /// A `\'` escape at this byte, which go-yaml accepts and libyaml does not.
     EscapedQuote(usize),
+    /// An unquoted value in a flow collection at these bytes, ending in a `:` that
+    /// a flow indicator follows: go-yaml reads it as a string, libyaml rejects it.
+    FlowColon {
+        from: usize,
+        to: usize,
+    },
 }
 
 impl From<DocError> for Failure {
@@ -277,6 +313,9 @@ impl<'a> Composer<'a> {
         {
             return Failure::EscapedQuote(byte);
         }
+        if let Some(quoted) = self.flow_colon(e, byte) {
+            return quoted;
+        }
         let context = match (e.context(), e.context_mark()) {
             (Some(c), Some(m)) => format!(" ({c} at line {})", self.lines.line_of(&m)),
             _ => String::new(),
@@ -285,6 +324,25 @@ impl<'a> Composer<'a> {
             self.lines.line(byte),
             format!("invalid YAML: {}{context}", e.problem()),
         ))
+    }
+
+    /// libyaml's "found unexpected ':'" in an unquoted value of a flow collection,
+    /// where go-yaml reads the value up to that `:` as a string: the value's bytes,
+    /// unless go-yaml rejects it for a `?` in it. A value over several lines folds
+    /// alike quoted or not, so the lines of what follows stay where they were.
+    fn flow_colon(&self, e: &libyaml_safer::Error, colon: usize) -> Option<Failure> {
+        if e.problem() != "found unexpected ':'"
+            || e.context() != Some("while scanning a plain scalar")
+        {
+            return None;
+        }
+        let from = self.lines.byte(&e.context_mark()?);
+        let value = self.text.get(from..=colon)?;
+        let question = value.char_indices().skip(1).any(|(_, c)| c == '?');
+        (value.ends_with(':') && !question).then_some(Failure::FlowColon {
+            from,
+            to: colon + 1,
+        })
     }
 
     /// Where go-yaml v2's scanner (from an older libyaml) reads a scalar differently

@@ -269,6 +269,27 @@ mod tests {
         assert!(err.limit && err.message.contains("nests deeper"));
     }
 
+    #[test]
+    fn ipv6_addresses_in_a_flow_list_are_strings_and_many_are_a_limit() {
+        let se = "spec:\n  addresses: [1.2.3.4, 2001:db8::, fd00::]\n  hosts: [a]\n";
+        let docs = parse(se);
+        let root = docs[0].result.as_ref().unwrap().as_ref().unwrap();
+        assert_eq!(
+            root.to_json(),
+            serde_json::json!({"spec": {"addresses": ["1.2.3.4", "2001:db8::", "fd00::"], "hosts": ["a"]}})
+        );
+        let path = |p: &str| -> Vec<serde_json::Value> { serde_json::from_str(p).unwrap() };
+        assert_eq!(root.line_of(&path(r#"["spec","hosts"]"#)), 3);
+        // Each such value is read once more: a document of them past the budget is a
+        // limit at its line, not an endless read.
+        let row = format!("a: [{}]\n", vec!["x:"; 100].join(", "));
+        let big = format!("{}{}", "# padding\n".repeat(300_000), row);
+        let err = error(&big);
+        assert!(err.limit, "{err:?}");
+        assert_eq!(err.line, 300_001);
+        assert!(err.message.contains("ending in `:`"), "{}", err.message);
+    }
+
     fn json(text: &str) -> serde_json::Value {
         let docs = parse(text);
         docs[0]
