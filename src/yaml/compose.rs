@@ -114,6 +114,10 @@ fn quote_plain(text: &str, from: usize, to: usize) -> String {
     out
 }
 
+/// What go-yaml makes of a `?` after the first character of an unquoted value in a
+/// flow collection.
+const QUESTION_IN_FLOW: &str = "a `?` inside an unquoted value in a `[...]` or `{...}` collection: kubectl reads it as the start of a key and rejects the document. Quote the value";
+
 /// Why composing stopped.
 enum Failure {
     Doc(DocError),
@@ -327,8 +331,8 @@ impl<'a> Composer<'a> {
     }
 
     /// libyaml's "found unexpected ':'" in an unquoted value of a flow collection,
-    /// where go-yaml reads the value up to that `:` as a string: the value's bytes,
-    /// unless go-yaml rejects it for a `?` in it. A value over several lines folds
+    /// where go-yaml reads the value up to that `:` as a string: the value's bytes;
+    /// or the error go-yaml gives for a `?` in it. A value over several lines folds
     /// alike quoted or not, so the lines of what follows stay where they were.
     fn flow_colon(&self, e: &libyaml_safer::Error, colon: usize) -> Option<Failure> {
         if e.problem() != "found unexpected ':'"
@@ -338,8 +342,16 @@ impl<'a> Composer<'a> {
         }
         let from = self.lines.byte(&e.context_mark()?);
         let value = self.text.get(from..=colon)?;
-        let question = value.char_indices().skip(1).any(|(_, c)| c == '?');
-        (value.ends_with(':') && !question).then_some(Failure::FlowColon {
+        if !value.ends_with(':') {
+            return None;
+        }
+        if let Some((i, _)) = value.char_indices().skip(1).find(|(_, c)| *c == '?') {
+            return Some(Failure::Doc(DocError::invalid(
+                self.lines.line(from + i),
+                format!("invalid YAML: {QUESTION_IN_FLOW}"),
+            )));
+        }
+        Some(Failure::FlowColon {
             from,
             to: colon + 1,
         })
@@ -363,7 +375,7 @@ impl<'a> Composer<'a> {
                 .char_indices()
                 .skip(1)
                 .find(|(_, c)| *c == '?')
-                .map(|(i, _)| (i, "a `?` inside an unquoted value in a `[...]` or `{...}` collection: kubectl reads it as the start of a key and rejects the document. Quote the value")),
+                .map(|(i, _)| (i, QUESTION_IN_FLOW)),
             ScalarStyle::DoubleQuoted => escaped_slash(body).map(|i| (i, "`\\/` in a double-quoted string: kubectl's YAML reader knows no such escape and rejects the document. Write `/`")),
             _ => None,
         };
