@@ -43,6 +43,7 @@ pub(super) fn diff(
     (head, head_random): (&[Finding], &RandomNames),
 ) -> Vec<Finding> {
     let mut remaining: HashMap<(String, String, String), usize> = HashMap::new();
+    let mut same_message: HashMap<((String, String, String), &str), usize> = HashMap::new();
     let mut base_subjects: HashMap<(String, String, String), HashSet<&str>> = HashMap::new();
     for f in base {
         let id = identity(f, base_random);
@@ -50,27 +51,46 @@ pub(super) fn diff(
             .entry(id.clone())
             .or_default()
             .extend(f.subjects.iter().map(String::as_str));
+        *same_message
+            .entry((id.clone(), f.message.as_str()))
+            .or_default() += 1;
         *remaining.entry(id).or_default() += 1;
     }
-    let mut out = Vec::with_capacity(head.len());
-    for f in head {
-        let mut f = f.clone();
-        let id = identity(&f, head_random);
-        let new_subject = f.subjects.iter().any(|s| {
-            !base_subjects
-                .get(&id)
-                .is_some_and(|known| known.contains(s.as_str()))
-        });
-        f.status = match remaining.get_mut(&id) {
-            Some(n) if *n > 0 => {
+    let ids: Vec<_> = head.iter().map(|f| identity(f, head_random)).collect();
+    // Of several findings with one identity (two documents of a file that fail to
+    // parse), those whose message base has are base's; the others are matched after.
+    let mut matched = vec![false; head.len()];
+    for ((f, id), matched) in head.iter().zip(&ids).zip(&mut matched) {
+        if let Some(n) = same_message.get_mut(&(id.clone(), f.message.as_str())) {
+            if *n > 0 && remaining.get(id).is_some_and(|r| *r > 0) {
                 *n -= 1;
-                if new_subject {
-                    Status::Introduced
-                } else {
-                    Status::Existing
+                *matched = true;
+                if let Some(r) = remaining.get_mut(id) {
+                    *r -= 1;
                 }
             }
-            _ => Status::Introduced,
+        }
+    }
+    let mut out = Vec::with_capacity(head.len());
+    for ((f, id), matched) in head.iter().zip(&ids).zip(matched) {
+        let mut f = f.clone();
+        let new_subject = f.subjects.iter().any(|s| {
+            !base_subjects
+                .get(id)
+                .is_some_and(|known| known.contains(s.as_str()))
+        });
+        let in_base = matched
+            || match remaining.get_mut(id) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    true
+                }
+                _ => false,
+            };
+        f.status = if in_base && !new_subject {
+            Status::Existing
+        } else {
+            Status::Introduced
         };
         out.push(f);
     }
@@ -113,6 +133,24 @@ mod tests {
 
     fn statuses(out: &[Finding]) -> Vec<(String, Status)> {
         out.iter().map(|f| (f.rule.clone(), f.status)).collect()
+    }
+
+    /// Two documents of a file that fail to parse: the one base had is existing,
+    /// whatever order their messages sort in.
+    #[test]
+    fn of_findings_alike_the_one_with_base_message_is_existing() {
+        let at = |line: u32| {
+            input_finding(
+                "manifest/parse-error",
+                Severity::Error,
+                "broken.yaml",
+                line,
+                format!("invalid YAML (while parsing a flow sequence at line {line})"),
+            )
+        };
+        let out = diff((&[at(6)], &none()), (&[at(13), at(6)], &none()));
+        let lines: Vec<(u32, Status)> = out.iter().map(|f| (f.line, f.status)).collect();
+        assert_eq!(lines, [(13, Status::Introduced), (6, Status::Existing)]);
     }
 
     #[test]
