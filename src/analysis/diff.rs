@@ -42,51 +42,27 @@ pub(super) fn diff(
     (base, base_random): (&[Finding], &RandomNames),
     (head, head_random): (&[Finding], &RandomNames),
 ) -> Vec<Finding> {
-    let mut remaining: HashMap<(String, String, String), usize> = HashMap::new();
-    let mut same_message: HashMap<((String, String, String), &str), usize> = HashMap::new();
-    let mut base_subjects: HashMap<(String, String, String), HashSet<&str>> = HashMap::new();
-    for f in base {
-        let id = identity(f, base_random);
+    let keys = |findings: &[Finding], random: &RandomNames| -> Vec<Id> {
+        findings.iter().map(|f| identity(f, random)).collect()
+    };
+    let (base_ids, head_ids) = (keys(base, base_random), keys(head, head_random));
+    let mut base_subjects: HashMap<&Id, HashSet<&str>> = HashMap::new();
+    for (f, id) in base.iter().zip(&base_ids) {
         base_subjects
-            .entry(id.clone())
+            .entry(id)
             .or_default()
             .extend(f.subjects.iter().map(String::as_str));
-        *same_message
-            .entry((id.clone(), f.message.as_str()))
-            .or_default() += 1;
-        *remaining.entry(id).or_default() += 1;
     }
-    let ids: Vec<_> = head.iter().map(|f| identity(f, head_random)).collect();
-    // Of several findings with one identity (two documents of a file that fail to
-    // parse), those whose message base has are base's; the others are matched after.
-    let mut matched = vec![false; head.len()];
-    for ((f, id), matched) in head.iter().zip(&ids).zip(&mut matched) {
-        if let Some(n) = same_message.get_mut(&(id.clone(), f.message.as_str())) {
-            if *n > 0 && remaining.get(id).is_some_and(|r| *r > 0) {
-                *n -= 1;
-                *matched = true;
-                if let Some(r) = remaining.get_mut(id) {
-                    *r -= 1;
-                }
-            }
-        }
-    }
+    let in_base = counterparts((head, &head_ids), (base, &base_ids));
+    let in_head = counterparts((base, &base_ids), (head, &head_ids));
     let mut out = Vec::with_capacity(head.len());
-    for ((f, id), matched) in head.iter().zip(&ids).zip(matched) {
+    for ((f, id), in_base) in head.iter().zip(&head_ids).zip(in_base) {
         let mut f = f.clone();
         let new_subject = f.subjects.iter().any(|s| {
             !base_subjects
                 .get(id)
                 .is_some_and(|known| known.contains(s.as_str()))
         });
-        let in_base = matched
-            || match remaining.get_mut(id) {
-                Some(n) if *n > 0 => {
-                    *n -= 1;
-                    true
-                }
-                _ => false,
-            };
         f.status = if in_base && !new_subject {
             Status::Existing
         } else {
@@ -94,21 +70,56 @@ pub(super) fn diff(
         };
         out.push(f);
     }
-    let mut head_left: HashMap<(String, String, String), usize> = HashMap::new();
-    for f in head {
-        *head_left.entry(identity(f, head_random)).or_default() += 1;
-    }
-    for f in base {
-        match head_left.get_mut(&identity(f, base_random)) {
-            Some(n) if *n > 0 => *n -= 1,
-            _ => {
-                let mut f = f.clone();
-                f.status = Status::Resolved;
-                out.push(f);
-            }
+    for (f, in_head) in base.iter().zip(in_head) {
+        if !in_head {
+            let mut f = f.clone();
+            f.status = Status::Resolved;
+            out.push(f);
         }
     }
     out
+}
+
+type Id = (String, String, String);
+
+/// For each of `these` findings, whether one of `those` stands for it, each of
+/// `those` standing for one at most: first one with the same identity and message,
+/// then one left with the same identity. Of two findings with one identity (two
+/// documents of a file that fail to parse), the one whose message the other
+/// revision has is the one it had, whatever order they come in.
+fn counterparts(
+    (these, these_ids): (&[Finding], &[Id]),
+    (those, those_ids): (&[Finding], &[Id]),
+) -> Vec<bool> {
+    let mut alike: HashMap<(&Id, &str), usize> = HashMap::new();
+    let mut left: HashMap<&Id, usize> = HashMap::new();
+    for (f, id) in those.iter().zip(those_ids) {
+        *alike.entry((id, f.message.as_str())).or_default() += 1;
+        *left.entry(id).or_default() += 1;
+    }
+    let mut found: Vec<bool> = these
+        .iter()
+        .zip(these_ids)
+        .map(|(f, id)| match alike.get_mut(&(id, f.message.as_str())) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                if let Some(l) = left.get_mut(id) {
+                    *l -= 1;
+                }
+                true
+            }
+            _ => false,
+        })
+        .collect();
+    for (found, id) in found.iter_mut().zip(these_ids) {
+        if let Some(l) = left.get_mut(id).filter(|l| **l > 0) {
+            if !*found {
+                *l -= 1;
+                *found = true;
+            }
+        }
+    }
+    found
 }
 
 #[cfg(test)]
@@ -151,6 +162,10 @@ mod tests {
         let out = diff((&[at(6)], &none()), (&[at(13), at(6)], &none()));
         let lines: Vec<(u32, Status)> = out.iter().map(|f| (f.line, f.status)).collect();
         assert_eq!(lines, [(13, Status::Introduced), (6, Status::Existing)]);
+        // And the other way: the one that is gone is resolved.
+        let out = diff((&[at(13), at(6)], &none()), (&[at(6)], &none()));
+        let lines: Vec<(u32, Status)> = out.iter().map(|f| (f.line, f.status)).collect();
+        assert_eq!(lines, [(6, Status::Existing), (13, Status::Resolved)]);
     }
 
     #[test]
