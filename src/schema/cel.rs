@@ -69,19 +69,31 @@ const SUPPORTED: &[&str] = &[
     "getQuery",
 ];
 
-/// One compiled rule.
+/// One rule of a schema, with what it compiles to.
 pub(crate) struct Rule {
     pub(crate) source: String,
-    program: Program,
-    /// Why meshward cannot evaluate it, when it cannot.
-    pub(crate) unsupported: Option<String>,
+    env: Arc<Env>,
     message: Option<String>,
-    message_expression: Option<Program>,
+    message_expression: Option<String>,
     field_path: Vec<Json>,
+    comprehensions: u32,
+    /// A repository's rules are compiled with their CRD (a rule that does not parse
+    /// is a finding on it); meshward's own the first time an object reaches them
+    /// (every one compiles: a test checks), as most objects reach few of them, and
+    /// once for all CRDs that share them.
+    compiled: std::sync::OnceLock<Arc<Compiled>>,
+    shared: bool,
+}
+
+/// What a rule compiles to.
+struct Compiled {
+    program: Result<Program, String>,
+    /// Why meshward cannot evaluate it, when it cannot.
+    unsupported: Option<String>,
     /// Compares with the object's previous state (`oldSelf`): checked by the API
     /// server on update only, against what the cluster holds.
-    pub(crate) transition: bool,
-    comprehensions: u32,
+    transition: bool,
+    message_expression: Option<Program>,
 }
 
 impl std::fmt::Debug for Rule {
@@ -92,9 +104,82 @@ impl std::fmt::Debug for Rule {
     }
 }
 
+impl Rule {
+    fn compiled(&self) -> &Compiled {
+        self.compiled.get_or_init(|| {
+            if !self.shared {
+                return Arc::new(self.compile());
+            }
+            // Bounded: meshward's own rules only.
+            type Kept = std::sync::Mutex<HashMap<(String, Option<String>), Arc<Compiled>>>;
+            static KEPT: std::sync::LazyLock<Kept> = std::sync::LazyLock::new(Default::default);
+            let key = (self.source.clone(), self.message_expression.clone());
+            if let Some(found) = KEPT.lock().ok().and_then(|k| k.get(&key).cloned()) {
+                return found;
+            }
+            let compiled = Arc::new(self.compile());
+            if let Ok(mut kept) = KEPT.lock() {
+                kept.insert(key, compiled.clone());
+            }
+            compiled
+        })
+    }
+
+    fn compile(&self) -> Compiled {
+        let program = parse(&self.env, &self.source);
+        let (unsupported, transition) = match &program {
+            Ok(p) => {
+                let refs = p.references();
+                let unknown: Vec<String> = refs
+                    .functions()
+                    .into_iter()
+                    // Operators are named `_+_`, `@in`, `!_`.
+                    .filter(|f| !(f.starts_with(['_', '@', '!']) || SUPPORTED.contains(f)))
+                    .map(str::to_string)
+                    .collect();
+                let unsupported = (!unknown.is_empty()).then(|| {
+                    format!(
+                        "it calls {}, which meshward does not implement",
+                        unknown.join(", ")
+                    )
+                });
+                (unsupported, refs.has_variable("oldSelf"))
+            }
+            Err(_) => (None, false),
+        };
+        Compiled {
+            program,
+            unsupported,
+            transition,
+            message_expression: self
+                .message_expression
+                .as_deref()
+                .and_then(|m| parse(&self.env, m).ok()),
+        }
+    }
+
+    /// Compares with the object's previous state (`oldSelf`).
+    pub(crate) fn transition(&self) -> bool {
+        self.compiled().transition
+    }
+
+    /// Why meshward cannot evaluate it (it does not parse, or calls what meshward
+    /// does not implement), when it cannot.
+    #[cfg(test)]
+    pub(crate) fn unsupported(&self) -> Option<String> {
+        let c = self.compiled();
+        match &c.program {
+            Err(e) => Some(format!("it {e}")),
+            Ok(_) => c.unsupported.clone(),
+        }
+    }
+}
+
 /// Compiles rules against one environment.
 pub(crate) struct Compiler {
     env: Arc<Env>,
+    /// Rules are compiled when first evaluated (meshward's own CRDs).
+    lazy: bool,
 }
 
 impl Default for Compiler {
@@ -102,7 +187,20 @@ impl Default for Compiler {
         let mut env = Env::stdlib();
         // The strings extension is part of the Kubernetes CEL environment.
         let _ = env.add_extension(cel::extensions::strings);
-        Compiler { env: Arc::new(env) }
+        Compiler {
+            env: Arc::new(env),
+            lazy: false,
+        }
+    }
+}
+
+impl Compiler {
+    /// The same environment, compiling each rule the first time it is evaluated.
+    pub(crate) fn lazy(&self) -> Compiler {
+        Compiler {
+            env: self.env.clone(),
+            lazy: true,
+        }
     }
 }
 
@@ -174,47 +272,35 @@ impl Compiler {
         let Some(source) = entry.get("rule").and_then(Json::as_str) else {
             return Err("a validation rule needs `rule`".to_string());
         };
-        let program = parse(&self.env, source).map_err(|e| format!("rule `{source}` {e}"))?;
-        let refs = program.references();
-        let transition = refs.has_variable("oldSelf");
-        let unknown: Vec<String> = refs
-            .functions()
-            .into_iter()
-            // Operators are named `_+_`, `@in`, `!_`.
-            .filter(|f| !(f.starts_with(['_', '@', '!']) || SUPPORTED.contains(f)))
-            .map(str::to_string)
-            .collect();
-        drop(refs);
-        let unsupported = (!unknown.is_empty()).then(|| {
-            format!(
-                "it calls {}, which meshward does not implement",
-                unknown.join(", ")
-            )
-        });
         let field_path = match entry.get("fieldPath").and_then(Json::as_str) {
             Some(p) => {
                 field_path(p).ok_or_else(|| format!("fieldPath {p:?} is not a path to a field"))?
             }
             None => Vec::new(),
         };
-        let message_expression = entry
-            .get("messageExpression")
-            .and_then(Json::as_str)
-            .and_then(|m| parse(&self.env, m).ok());
-        Ok(Rule {
+        let rule = Rule {
             comprehensions: count_comprehensions(source),
             source: source.to_string(),
-            program,
-            unsupported,
+            env: self.env.clone(),
             message: entry
                 .get("message")
                 .and_then(Json::as_str)
                 .filter(|m| !m.trim().is_empty())
                 .map(str::to_string),
-            message_expression,
+            message_expression: entry
+                .get("messageExpression")
+                .and_then(Json::as_str)
+                .map(str::to_string),
             field_path,
-            transition,
-        })
+            compiled: std::sync::OnceLock::new(),
+            shared: self.lazy,
+        };
+        if !self.lazy {
+            if let Err(e) = &rule.compiled().program {
+                return Err(format!("rule `{source}` {e}"));
+            }
+        }
+        Ok(rule)
     }
 
     pub(crate) fn evaluator(&self) -> Evaluator<'static> {
@@ -270,8 +356,7 @@ impl Evaluator<'_> {
         let mut found = Vec::new();
         let mut value: Option<Value> = None;
         let size = size_of(v);
-        // Rules on oldSelf are not evaluated on create; the CRD finding says so once.
-        for rule in rules.iter().filter(|r| !r.transition) {
+        for rule in rules {
             let mut say = |unchecked: bool, message: String| {
                 let mut p = path.to_vec();
                 p.extend(rule.field_path.iter().cloned());
@@ -284,10 +369,31 @@ impl Evaluator<'_> {
             };
             let not_evaluated =
                 |why: String| format!("rule `{}` was not evaluated: {why}", rule.source);
-            if let Some(why) = &rule.unsupported {
-                say(true, not_evaluated(why.clone()));
+            // Compiling one of meshward's own rules, first reached here, is not this
+            // object's time.
+            let compiled = if rule.compiled.get().is_some() {
+                rule.compiled()
+            } else {
+                let started = std::time::Instant::now();
+                let compiled = rule.compiled();
+                self.deadline += started.elapsed();
+                compiled
+            };
+            // Rules on oldSelf are not evaluated on create; the CRD finding says so once.
+            if compiled.transition {
                 continue;
             }
+            let program = match (&compiled.program, &compiled.unsupported) {
+                (Ok(program), None) => program,
+                (Err(e), _) => {
+                    say(true, not_evaluated(format!("it {e}")));
+                    continue;
+                }
+                (Ok(_), Some(why)) => {
+                    say(true, not_evaluated(why.clone()));
+                    continue;
+                }
+            };
             let cost =
                 (rule.source.len() as u64).saturating_mul(size.saturating_pow(rule.comprehensions));
             if cost > MAX_COST {
@@ -309,13 +415,12 @@ impl Evaluator<'_> {
             let value = value.get_or_insert_with(|| to_cel(s, v)).clone();
             let mut ctx = self.root.new_inner_scope();
             ctx.add_variable_from_value("self", value);
-            let program = &rule.program;
             let result =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(&ctx)));
             match result {
                 Ok(Ok(Value::Bool(true))) => {}
                 Ok(Ok(Value::Bool(false))) => {
-                    let message = rule
+                    let message = compiled
                         .message_expression
                         .as_ref()
                         .and_then(|m| match m.execute(&ctx) {
