@@ -300,3 +300,33 @@ fn a_second_workload_left_unenforced_under_strict_is_introduced() {
     assert_eq!(f.len(), 1, "{:#?}", report.findings);
     assert_eq!(f[0].status, Status::Existing);
 }
+
+/// Two documents of one file that fail to parse with the same words (kubectl's
+/// message for a `?` in an unquoted flow value names no line) are two findings, each
+/// at its line; the one base had is existing and the one the change adds blocks.
+#[test]
+fn documents_that_fail_alike_are_each_reported_and_the_new_one_is_introduced() {
+    let config_map = |name: &str, value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: egress\ndata:\n  x: [{value}]\n"
+        )
+    };
+    let repo = GitRepo::new();
+    let one = config_map("a", "a?b:");
+    let base = repo.commit_files(&[("ns.yaml", NS), ("maps.yaml", &one)], "one broken map");
+    let two = format!("{one}---\n{}", config_map("b", "c?d:"));
+    let head = repo.commit_files(&[("ns.yaml", NS), ("maps.yaml", &two)], "a second one");
+    let report = check_change(&repo, &base, &head);
+    let mut errors: Vec<(u32, Status)> = with_rule(&report, "manifest/parse-error")
+        .iter()
+        .map(|f| (f.line, f.status))
+        .collect();
+    errors.sort_by_key(|e| e.0);
+    assert_eq!(
+        errors,
+        [(7, Status::Existing), (15, Status::Introduced)],
+        "{:#?}",
+        report.findings
+    );
+    assert_eq!(report.summary.verdict, Verdict::Fail);
+}

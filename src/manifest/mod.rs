@@ -7,6 +7,7 @@ use crate::finding::{Finding, ResourceRef, Severity, Status};
 use crate::pointer::At;
 use crate::yaml;
 pub use crate::yaml::{Limits, Node};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// One Kubernetes object and where it came from.
@@ -312,9 +313,23 @@ fn load_file(file: &SourceFile, limits: &Limits, namespace: Option<&str>) -> Loa
             return out;
         }
     };
+    // Documents that fail alike (a message that names no line) stay apart: the
+    // second and later carry their rank, so that neither is merged into the first
+    // nor, from base to head, taken for it.
+    let mut failed: HashMap<(String, String), usize> = HashMap::new();
     for doc in docs {
         match doc.result {
-            Err(e) => out.findings.push(doc_error_finding(&file.path, &e)),
+            Err(e) => {
+                let mut f = doc_error_finding(&file.path, &e);
+                let rank = failed
+                    .entry((f.rule.clone(), f.message.clone()))
+                    .or_default();
+                *rank += 1;
+                if *rank > 1 {
+                    f.occurrence = Some(format!("document {rank} alike"));
+                }
+                out.findings.push(f);
+            }
             Ok(None) => {}
             Ok(Some(node)) => {
                 collect_objects(node, &file.path, namespace.unwrap_or("default"), &mut out)
