@@ -417,20 +417,47 @@ impl Trusted {
 }
 
 /// Evaluates `packages` on one engine: together in one query when there are several
-/// (what they share, and regorus's setup of an evaluation, done once), else, or when
-/// that query fails, one by one, so that a failure names its package and the others
-/// still report.
+/// (what they share, and regorus's setup of an evaluation, done once). When that
+/// query fails or runs out of time, each package is evaluated on its own engine, side
+/// by side, each within the time limit, so that a failure names its package and the
+/// others still report; so is one that came back undefined, which may also mean it
+/// has no `findings` rule at all (an error on its own).
 fn eval_packages(engine: &mut regorus::Engine, packages: &[&str]) -> Vec<Outcome> {
+    use rayon::prelude::*;
     if let [one] = packages {
         return vec![eval_package(engine, one)];
     }
-    eval_together(engine, packages)
-        .unwrap_or_else(|| packages.iter().map(|p| eval_package(engine, p)).collect())
+    let mut outcomes: Vec<Option<Outcome>> = match eval_together(engine, packages) {
+        Ok(outcomes) => outcomes,
+        Err(why) => {
+            tracing::debug!(why, "packages evaluated one by one");
+            packages.iter().map(|_| None).collect()
+        }
+    };
+    let again: Vec<(usize, Outcome)> = outcomes
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.is_none())
+        .map(|(i, _)| i)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|i| (i, eval_package(&mut engine.clone(), packages[i])))
+        .collect();
+    for (i, outcome) in again {
+        outcomes[i] = Some(outcome);
+    }
+    outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or(Outcome::Value(serde_json::Value::Null)))
+        .collect()
 }
 
-/// Each package's `findings` from one query; None when it fails or a name would not
-/// read as a plain path in it.
-fn eval_together(engine: &mut regorus::Engine, packages: &[&str]) -> Option<Vec<Outcome>> {
+/// Each package's `findings` from one query (None: undefined); Err says why the
+/// query could not tell.
+fn eval_together(
+    engine: &mut regorus::Engine,
+    packages: &[&str],
+) -> Result<Vec<Option<Outcome>>, String> {
     let plain = |p: &&str| {
         p.split('.').all(|s| {
             s.chars()
@@ -440,7 +467,7 @@ fn eval_together(engine: &mut regorus::Engine, packages: &[&str]) -> Option<Vec<
         })
     };
     if !packages.iter().all(plain) {
-        return None;
+        return Err("a package name is not a plain path".to_string());
     }
     let started = std::time::Instant::now();
     // Per package an array of its value, empty when undefined: the query always is.
@@ -450,24 +477,27 @@ fn eval_together(engine: &mut regorus::Engine, packages: &[&str]) -> Option<Vec<
         .collect();
     let results = engine
         .eval_query(format!("x := [{}]", each.join(", ")), false)
-        .ok()?;
+        .map_err(|e| brief(&e.to_string()))?;
+    let unexpected = || "the query returned an unexpected shape".to_string();
     let [result] = results.result.as_slice() else {
-        return None;
+        return Err(unexpected());
     };
     let regorus::Value::Array(values) = &result.bindings["x"] else {
-        return None;
+        return Err(unexpected());
     };
     if values.len() != packages.len() {
-        return None;
+        return Err(unexpected());
     }
     let mut out = Vec::with_capacity(packages.len());
     for value in values.iter() {
         let regorus::Value::Array(found) = value else {
-            return None;
+            return Err(unexpected());
         };
         out.push(match found.first() {
-            None => Outcome::Value(serde_json::Value::Null),
-            Some(v) => Outcome::Value(serde_json::to_value(v).ok()?),
+            None => None,
+            Some(v) => Some(Outcome::Value(
+                serde_json::to_value(v).map_err(|e| e.to_string())?,
+            )),
         });
     }
     tracing::debug!(
@@ -475,7 +505,7 @@ fn eval_together(engine: &mut regorus::Engine, packages: &[&str]) -> Option<Vec<
         elapsed_ms = started.elapsed().as_millis() as u64,
         "packages evaluated together"
     );
-    Some(out)
+    Ok(out)
 }
 
 fn eval_package(engine: &mut regorus::Engine, package: &str) -> Outcome {
@@ -617,10 +647,17 @@ findings contains f if {
 }
 ",
         );
+        // Read as defining `findings` (a line of its text begins so), it has no such
+        // rule: evaluating it is an error, as on its own.
+        let none = source(
+            "none.rego",
+            "package none\n\nimport rego.v1\n\nabout := `\nfindings: see the other packages\n`\n",
+        );
         let trusted = [
             finds("first", "first/seen"),
             fails,
             finds("last", "last/seen"),
+            none,
         ];
         let policies = Policies::compile(&trusted, &[]).expect("compile");
         let limits = PolicyLimits {
@@ -644,20 +681,24 @@ findings contains f if {
             r.sort();
             r
         };
+        let files = |problems: &[PolicyProblem]| {
+            let mut f: Vec<String> = problems.iter().map(|p| p.file.clone()).collect();
+            f.sort();
+            f
+        };
         let (found, problems) = &results[0];
-        assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(rules(found), ["fails/never", "first/seen", "last/seen"]);
+        assert_eq!(files(problems), ["none.rego"], "{problems:?}");
         let (found, problems) = &results[1];
         assert_eq!(
             rules(found),
             ["first/seen", "first/seen", "last/seen", "last/seen"]
         );
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].file, "fails.rego");
+        assert_eq!(files(problems), ["fails.rego", "none.rego"], "{problems:?}");
+        let failed = problems.iter().find(|p| p.file == "fails.rego");
         assert!(
-            problems[0].message.contains("data.fails.findings failed"),
-            "{}",
-            problems[0].message
+            failed.is_some_and(|p| p.message.contains("data.fails.findings failed")),
+            "{problems:?}"
         );
     }
 

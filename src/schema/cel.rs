@@ -223,18 +223,18 @@ fn nesting(source: &str) -> usize {
 fn parse(env: &Env, source: &str) -> Result<Program, String> {
     if source.chars().count() > MAX_RULE_CHARS {
         return Err(format!(
-            "the rule is longer than {MAX_RULE_CHARS} characters; meshward does not parse it"
+            "is longer than {MAX_RULE_CHARS} characters; meshward does not parse it"
         ));
     }
     if nesting(source) > MAX_NESTING {
         return Err(format!(
-            "the rule nests brackets deeper than {MAX_NESTING}; meshward does not parse it"
+            "nests brackets deeper than {MAX_NESTING}; meshward does not parse it"
         ));
     }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| env.compile(source))) {
         Ok(Ok(p)) => Ok(p),
         Ok(Err(e)) => Err(format!("does not compile: {e}")),
-        Err(_) => Err("the CEL parser failed on it".to_string()),
+        Err(_) => Err("made the CEL parser fail".to_string()),
     }
 }
 
