@@ -7,7 +7,8 @@
 //!
 //! `MESHWARD_BENCH_SCALING=10,100,500,1000` (namespaces of about 100 resources)
 //! prints the scaling table instead: per size, the median wall time, CPU time, peak
-//! RSS and instructions of the check (instructions where `perf` is installed), beside
+//! RSS and instructions of the check (instructions where `perf` counts them, or with
+//! `MESHWARD_BENCH_CALLGRIND=1` by valgrind's callgrind where it cannot), beside
 //! the floor: one thread parsing every manifest of both revisions with
 //! `manifest::load`, the least a check of both revisions must do.
 
@@ -109,6 +110,14 @@ fn children_cpu() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
+/// `cmd` (a wrapper) with the check of base HEAD~1 against head HEAD in `repo`.
+fn check_of<'c>(cmd: &'c mut Command, bin: &Path, repo: &Path) -> &'c mut Command {
+    let args = [
+        "check", "--base", "HEAD~1", "--head", "HEAD", "--format", "json",
+    ];
+    cmd.arg(bin).args(args).args(["-o", "/dev/null"]).arg(repo)
+}
+
 /// Runs the binary under /usr/bin/time (and `perf stat` when asked and present).
 fn run(bin: &Path, repo: &Path, count_instructions: bool) -> Run {
     let counts = tempfile::NamedTempFile::new().expect("tmp");
@@ -125,20 +134,7 @@ fn run(bin: &Path, repo: &Path, count_instructions: bool) -> Run {
     };
     let children_before = children_cpu();
     let start = Instant::now();
-    let out = cmd
-        .arg(bin)
-        .arg("check")
-        .arg(repo)
-        .args([
-            "--base",
-            "HEAD~1",
-            "--head",
-            "HEAD",
-            "--format",
-            "json",
-            "-o",
-            "/dev/null",
-        ])
+    let out = check_of(&mut cmd, bin, repo)
         .output()
         .expect("run meshward under /usr/bin/time");
     let secs = start.elapsed().as_secs_f64();
@@ -232,6 +228,30 @@ fn parse_floor(repo: &Path) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
+/// Instructions of one check, its git processes included, counted by valgrind's
+/// callgrind (exact, and the same on a loaded host: one run is enough), for a VM
+/// whose perf has no counter. About 50 times slower than the check.
+fn callgrind_instructions(bin: &Path, repo: &Path) -> f64 {
+    let out_dir = tempfile::tempdir().expect("tmp");
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["--tool=callgrind", "--trace-children=yes"])
+        .arg(format!(
+            "--callgrind-out-file={}/callgrind.%p",
+            out_dir.path().display()
+        ));
+    let out = check_of(&mut cmd, bin, repo)
+        .output()
+        .expect("run meshward under valgrind (is it installed?)");
+    // One "==PID== Collected : N" line per process.
+    let total: f64 = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| l.split_once("Collected :"))
+        .filter_map(|(_, n)| n.trim().parse::<f64>().ok())
+        .sum();
+    assert!(total > 0.0, "callgrind counted nothing");
+    total
+}
+
 /// The scaling table: one row per size, the check beside its parse floor.
 fn scaling(bin: &Path, sizes: &[usize], runs: usize) {
     // Only where it counts instructions: a VM without a performance counter says
@@ -240,6 +260,8 @@ fn scaling(bin: &Path, sizes: &[usize], runs: usize) {
         .args(["stat", "-x", ",", "-e", "instructions", "true"])
         .output()
         .is_ok_and(|o| counted(&String::from_utf8_lossy(&o.stderr), "instructions").is_some());
+    // Without a counter, MESHWARD_BENCH_CALLGRIND=1 counts them with valgrind instead.
+    let callgrind = !perf && std::env::var_os("MESHWARD_BENCH_CALLGRIND").is_some();
     println!("| resources per revision | wall | CPU | parse floor (CPU) | CPU / floor | CPU per resource | instructions per resource | peak RSS |");
     println!("|---|---|---|---|---|---|---|---|");
     for &namespaces in sizes {
@@ -253,11 +275,17 @@ fn scaling(bin: &Path, sizes: &[usize], runs: usize) {
         let med = |f: &dyn Fn(&Run) -> f64| median(checks.iter().map(f).collect());
         let floor = median(floors);
         let cpu = med(&|r| r.cpu);
-        let per_resource = checks
-            .iter()
-            .map(|r| r.instructions)
-            .collect::<Option<Vec<f64>>>()
-            .map(|v| format!("{:.0}", median(v) / (2 * resources) as f64))
+        let counted = if callgrind {
+            Some(callgrind_instructions(bin, dir.path()))
+        } else {
+            checks
+                .iter()
+                .map(|r| r.instructions)
+                .collect::<Option<Vec<f64>>>()
+                .map(median)
+        };
+        let per_resource = counted
+            .map(|n| format!("{:.0}", n / (2 * resources) as f64))
             // A VM without a performance counter: perf says `<not supported>`.
             .unwrap_or_else(|| "(no counter)".into());
         println!(
