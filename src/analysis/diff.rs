@@ -111,12 +111,10 @@ fn counterparts(
             _ => false,
         })
         .collect();
-    for (found, id) in found.iter_mut().zip(these_ids) {
+    for (found, id) in found.iter_mut().zip(these_ids).filter(|(f, _)| !**f) {
         if let Some(l) = left.get_mut(id).filter(|l| **l > 0) {
-            if !*found {
-                *l -= 1;
-                *found = true;
-            }
+            *l -= 1;
+            *found = true;
         }
     }
     found

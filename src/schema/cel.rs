@@ -167,10 +167,18 @@ impl Rule {
     /// does not implement), when it cannot.
     #[cfg(test)]
     pub(crate) fn unsupported(&self) -> Option<String> {
-        let c = self.compiled();
-        match &c.program {
-            Err(e) => Some(format!("it {e}")),
-            Ok(_) => c.unsupported.clone(),
+        self.compiled().program().err()
+    }
+}
+
+impl Compiled {
+    /// The program to evaluate, or why meshward cannot (it does not parse, or calls
+    /// what meshward does not implement).
+    fn program(&self) -> Result<&Program, String> {
+        match (&self.program, &self.unsupported) {
+            (Ok(program), None) => Ok(program),
+            (Err(e), _) => Err(format!("it {e}")),
+            (Ok(_), Some(why)) => Err(why.clone()),
         }
     }
 }
@@ -383,14 +391,10 @@ impl Evaluator<'_> {
             if compiled.transition {
                 continue;
             }
-            let program = match (&compiled.program, &compiled.unsupported) {
-                (Ok(program), None) => program,
-                (Err(e), _) => {
-                    say(true, not_evaluated(format!("it {e}")));
-                    continue;
-                }
-                (Ok(_), Some(why)) => {
-                    say(true, not_evaluated(why.clone()));
+            let program = match compiled.program() {
+                Ok(program) => program,
+                Err(why) => {
+                    say(true, not_evaluated(why));
                     continue;
                 }
             };

@@ -118,6 +118,16 @@ fn quote_plain(text: &str, from: usize, to: usize) -> String {
 /// flow collection.
 const QUESTION_IN_FLOW: &str = "a `?` inside an unquoted value in a `[...]` or `{...}` collection: kubectl reads it as the start of a key and rejects the document. Quote the value";
 
+/// Where a `?` after its first character makes go-yaml reject an unquoted value of a
+/// flow collection (see `QUESTION_IN_FLOW`).
+fn question_in_flow(value: &str) -> Option<usize> {
+    value
+        .char_indices()
+        .skip(1)
+        .find(|(_, c)| *c == '?')
+        .map(|(i, _)| i)
+}
+
 /// Why composing stopped.
 enum Failure {
     Doc(DocError),
@@ -345,7 +355,7 @@ impl<'a> Composer<'a> {
         if !value.ends_with(':') {
             return None;
         }
-        if let Some((i, _)) = value.char_indices().skip(1).find(|(_, c)| *c == '?') {
+        if let Some(i) = question_in_flow(value) {
             return Some(Failure::Doc(DocError::invalid(
                 self.lines.line(from + i),
                 format!("invalid YAML: {QUESTION_IN_FLOW}"),
@@ -371,11 +381,9 @@ impl<'a> Composer<'a> {
         };
         let (skipped, body) = without_properties(raw);
         let found = match style {
-            ScalarStyle::Plain if self.in_flow() => body
-                .char_indices()
-                .skip(1)
-                .find(|(_, c)| *c == '?')
-                .map(|(i, _)| (i, QUESTION_IN_FLOW)),
+            ScalarStyle::Plain if self.in_flow() => {
+                question_in_flow(body).map(|i| (i, QUESTION_IN_FLOW))
+            }
             ScalarStyle::DoubleQuoted => escaped_slash(body).map(|i| (i, "`\\/` in a double-quoted string: kubectl's YAML reader knows no such escape and rejects the document. Write `/`")),
             _ => None,
         };
