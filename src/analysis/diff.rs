@@ -2,7 +2,7 @@
 
 use crate::finding::{Finding, Status};
 use crate::manifest::Resource;
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 /// Objects a template names at random (`randAlphaNum`), by the name they have in
 /// one render (`Kind/namespace/name`) to what stays the same across renders: the
@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 pub(crate) type RandomNames = HashMap<String, String>;
 
 pub(super) fn random_names(resources: &[Resource]) -> RandomNames {
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    let mut out = RandomNames::new();
+    let mut seen: HashMap<String, usize> = HashMap::default();
+    let mut out = RandomNames::default();
     for r in resources {
         let Some(template) = r.origin.as_ref().and_then(|o| o.random_name_source()) else {
             continue;
@@ -46,7 +46,7 @@ pub(super) fn diff(
         findings.iter().map(|f| identity(f, random)).collect()
     };
     let (base_ids, head_ids) = (keys(base, base_random), keys(head, head_random));
-    let mut base_subjects: HashMap<&Id, HashSet<&str>> = HashMap::new();
+    let mut base_subjects: HashMap<&Id, HashSet<&str>> = HashMap::default();
     for (f, id) in base.iter().zip(&base_ids) {
         base_subjects
             .entry(id)
@@ -91,8 +91,8 @@ fn counterparts(
     (these, these_ids): (&[Finding], &[Id]),
     (those, those_ids): (&[Finding], &[Id]),
 ) -> Vec<bool> {
-    let mut alike: HashMap<(&Id, &str), usize> = HashMap::new();
-    let mut left: HashMap<&Id, usize> = HashMap::new();
+    let mut alike: HashMap<(&Id, &str), usize> = HashMap::default();
+    let mut left: HashMap<&Id, usize> = HashMap::default();
     for (f, id) in those.iter().zip(those_ids) {
         *alike.entry((id, f.message.as_str())).or_default() += 1;
         *left.entry(id).or_default() += 1;
@@ -137,7 +137,7 @@ mod tests {
     }
 
     fn none() -> RandomNames {
-        RandomNames::new()
+        RandomNames::default()
     }
 
     fn statuses(out: &[Finding]) -> Vec<(String, Status)> {
@@ -221,7 +221,7 @@ mod tests {
             f
         };
         let stable = |id: &str| {
-            RandomNames::from([(
+            RandomNames::from_iter([(
                 id.to_string(),
                 "Pod/shop/(named at random by templates/tests/test.yaml)#1".to_string(),
             )])

@@ -9,7 +9,7 @@ use crate::policy::input::{policy_value, InputParts};
 use crate::policy::{Packages, Policies, PolicyLimits, PolicyProblem, RawFinding};
 use crate::report::RevisionSummary;
 use anyhow::Result;
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 pub(super) struct Evaluated {
     /// The bodies are released (null) once their policy values are built: read

@@ -269,10 +269,10 @@ fn release_bodies(resources: &mut [manifest::Resource]) -> Vec<std::sync::Arc<se
 fn shared_objects(
     base: &[manifest::Resource],
     head: &[manifest::Resource],
-) -> std::collections::HashSet<String> {
-    use std::collections::HashMap;
+) -> foldhash::HashSet<String> {
+    use foldhash::HashMap;
     fn copies(resources: &[manifest::Resource]) -> HashMap<&str, Vec<usize>> {
-        let mut by_id: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut by_id: HashMap<&str, Vec<usize>> = HashMap::default();
         for r in resources {
             by_id
                 .entry(r.id.as_str())

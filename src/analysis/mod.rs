@@ -13,7 +13,7 @@ use crate::report::{
 use crate::workspace::Tree;
 use anyhow::Result;
 use chrono::NaiveDate;
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 mod clusters;
 mod diff;
@@ -691,7 +691,7 @@ fn schema_files(tree: &Tree, config: &RepoConfig, limits: &Limits) -> manifest::
 /// One id may stand for several objects (the Jobs of one `generateName`): a head
 /// object is unchanged when base has one like it under its id.
 fn changed_resources(base: &[Resource], head: &[Resource]) -> std::collections::BTreeSet<String> {
-    let mut before: HashMap<&str, Vec<&serde_json::Value>> = HashMap::new();
+    let mut before: HashMap<&str, Vec<&serde_json::Value>> = HashMap::default();
     for r in base {
         before.entry(r.id.as_str()).or_default().push(&*r.body);
     }

@@ -4,7 +4,7 @@
 use crate::finding::Finding;
 use crate::render::{failure_status, RenderedRevision, RootStatus, APPS, LINKED, TOUCHED};
 use crate::report::RootOutcome;
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 pub(super) fn render_note(roots: &[RootOutcome], selective: bool) -> Option<String> {
     let count = |status: RootStatus| roots.iter().filter(|r| r.outcome == status).count();

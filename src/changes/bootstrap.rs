@@ -5,8 +5,9 @@
 use super::Change;
 use crate::config::MeshConfig;
 use crate::model::{Model, WorkloadGroup};
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Istio's per-namespace root certificate ConfigMap, and its key.
 pub const ROOT_CERT_CONFIG_MAP: &str = "istio-ca-root-cert";

@@ -5,8 +5,9 @@
 use crate::config::MeshConfig;
 use crate::model::{Model, Workload};
 use crate::units::quantity::{bytes_text, cores_text};
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProxyCost {

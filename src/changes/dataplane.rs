@@ -5,8 +5,8 @@
 
 use crate::model::coverage::{authz_enforcement, Enforcement};
 use crate::model::{Model, Workload};
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 /// A workload of both revisions whose data plane, or waypoint, the change moves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

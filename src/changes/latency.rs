@@ -10,8 +10,9 @@
 
 use super::cost::display;
 use crate::model::{Model, Selector, Workload};
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewHop {
@@ -107,7 +108,7 @@ pub fn of(base: &Model, head: &Model, mesh: &crate::config::MeshConfig) -> Vec<N
         }
     }
     let all_workloads: Vec<&Workload> = head.workloads.iter().collect();
-    let mut workloads_in: HashMap<&str, Vec<&Workload>> = HashMap::new();
+    let mut workloads_in: HashMap<&str, Vec<&Workload>> = HashMap::default();
     for w in &head.workloads {
         workloads_in
             .entry(w.namespace.as_str())

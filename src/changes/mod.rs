@@ -12,8 +12,9 @@ mod routes;
 
 use crate::config::MeshConfig;
 use crate::model::{Model, Selector};
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use bootstrap::{RootCert, Token, VmBootstrap};
 pub use cost::{ProxyCost, ProxyCostItem, Uncounted};

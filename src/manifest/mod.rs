@@ -7,7 +7,7 @@ use crate::finding::{Finding, ResourceRef, Severity, Status};
 use crate::pointer::At;
 use crate::yaml;
 pub use crate::yaml::{Limits, Node};
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 /// One Kubernetes object and where it came from.
@@ -110,7 +110,7 @@ pub struct Loaded {
 /// share what parsing them gave (the bodies behind an `Arc`).
 #[derive(Default)]
 pub struct Parsed {
-    files: std::sync::Mutex<std::collections::HashMap<ParsedKey, Arc<std::sync::OnceLock<Loaded>>>>,
+    files: std::sync::Mutex<foldhash::HashMap<ParsedKey, Arc<std::sync::OnceLock<Loaded>>>>,
 }
 
 type ParsedKey = (String, Option<String>, [u8; 32]);
@@ -123,7 +123,7 @@ impl Parsed {
             .par_iter()
             .map(|f| (parsed_key(f, None), *f))
             .collect();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = foldhash::HashSet::default();
         let distinct: Vec<(ParsedKey, &SourceFile)> = keyed
             .into_iter()
             .filter(|(k, _)| seen.insert(k.clone()))
@@ -316,7 +316,7 @@ fn load_file(file: &SourceFile, limits: &Limits, namespace: Option<&str>) -> Loa
     // Documents that fail alike (a message that names no line) stay apart: the
     // second and later carry their rank, so that neither is merged into the first
     // nor, from base to head, taken for it.
-    let mut failed: HashMap<(String, String), usize> = HashMap::new();
+    let mut failed: HashMap<(String, String), usize> = HashMap::default();
     for doc in docs {
         match doc.result {
             Err(e) => {

@@ -14,9 +14,10 @@ use super::{Namespace, Workload};
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
 use crate::pointer::At;
+use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 pub(super) const DATAPLANE_MODE: &str = "istio.io/dataplane-mode";
 pub(super) const USE_WAYPOINT: &str = "istio.io/use-waypoint";
@@ -185,7 +186,7 @@ pub(super) fn capture(w: &mut Workload, ns: Option<&Namespace>) {
 
 pub(super) fn waypoints(resources: &[Resource], mesh: &MeshConfig) -> Vec<Waypoint> {
     // A Gateway defined twice (manifest/duplicate-resource) is one waypoint: the first.
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = foldhash::HashSet::default();
     resources
         .iter()
         .filter(|r| r.kind == "Gateway" && r.api_version.starts_with("gateway.networking.k8s.io/"))
@@ -257,7 +258,7 @@ pub(super) fn bindings(
         .iter()
         .map(|w| ((w.namespace.as_str(), w.name.as_str()), w))
         .collect();
-    let used_namespaces: std::collections::HashSet<&str> = resources
+    let used_namespaces: foldhash::HashSet<&str> = resources
         .iter()
         .filter_map(|r| r.namespace.as_deref())
         .chain(
@@ -461,15 +462,15 @@ pub(super) struct WaypointLookup<'a> {
 
 impl<'a> WaypointLookup<'a> {
     pub(super) fn new(bindings: &'a [WaypointBinding], waypoints: &'a [Waypoint]) -> Self {
-        let mut by_resource = HashMap::new();
-        let mut by_namespace_object = HashMap::new();
+        let mut by_resource = HashMap::default();
+        let mut by_namespace_object = HashMap::default();
         for b in bindings {
             by_resource.entry(b.resource.as_str()).or_insert(b);
             if b.kind == "Namespace" {
                 by_namespace_object.entry(b.resource.as_str()).or_insert(b);
             }
         }
-        let mut by_id = HashMap::new();
+        let mut by_id = HashMap::default();
         for w in waypoints {
             by_id.entry(w.id.as_str()).or_insert(w);
         }

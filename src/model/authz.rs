@@ -12,9 +12,10 @@
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
 use crate::pointer::At;
+use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Identity {

@@ -16,9 +16,10 @@ mod workloads;
 
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
+use foldhash::HashMap;
 use labels::{Labels, LabelsExt};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 pub use ambient::{TargetRef, Waypoint, WaypointBinding, ZtunnelAuthz, ZtunnelRule};
 pub use authz::{AuthzMatch, Identity};
@@ -421,7 +422,7 @@ pub fn build_with(
         (selectors, pas)
     };
     // Record which ServiceEntries select each WorkloadEntry.
-    let mut selected_by: HashMap<String, Vec<String>> = HashMap::new();
+    let mut selected_by: HashMap<String, Vec<String>> = HashMap::default();
     for s in selectors.iter().filter(|s| s.kind == "ServiceEntry") {
         for m in &s.matches {
             selected_by
@@ -490,7 +491,7 @@ pub fn build_with(
             })
             .collect();
         // The first waypoint serving each Service or ServiceEntry, by its id.
-        let mut served_by: HashMap<&str, &str> = HashMap::new();
+        let mut served_by: HashMap<&str, &str> = HashMap::default();
         for s in &model.waypoint_services {
             served_by
                 .entry(s.resource.as_str())
@@ -539,7 +540,7 @@ fn ambient_services(model: &mut Model, resources: &[Resource]) {
     let lookup = ambient::WaypointLookup::new(&model.waypoint_bindings, &model.waypoints);
     let mut served = Vec::new();
     // A Service defined twice (manifest/duplicate-resource) is served once: the first.
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = foldhash::HashSet::default();
     for r in resources.iter().filter(|r| {
         ((r.kind == "Service" && r.api_version == "v1")
             || (r.kind == "ServiceEntry" && is_istio(r)))
@@ -567,7 +568,7 @@ fn ambient_services(model: &mut Model, resources: &[Resource]) {
                 .unwrap_or_default(),
         });
     }
-    let mut by_workload: HashMap<&str, Vec<String>> = HashMap::new();
+    let mut by_workload: HashMap<&str, Vec<String>> = HashMap::default();
     for s in &served {
         for id in &s.selects {
             by_workload

@@ -7,8 +7,9 @@ use super::{Model, NamespaceMtls, PeerAuthn, Workload, SYSTEM_NAMESPACES};
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
 use crate::pointer::At;
+use foldhash::{HashMap, HashSet};
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 pub(super) fn mode_at(v: Option<&Json>) -> String {
     v.and_then(|m| m.get("mode"))
@@ -113,8 +114,7 @@ pub(super) fn apply_mtls(model: &mut Model, pas: &[PeerAuthn], mesh: &MeshConfig
         .unwrap_or_else(|| "PERMISSIVE".into());
     model.mtls_scopes.insert("mesh".into(), mesh_mode.clone());
     // Each namespace's first namespace-wide policy that sets a mode.
-    let mut by_namespace: std::collections::HashMap<&str, &PeerAuthn> =
-        std::collections::HashMap::new();
+    let mut by_namespace: foldhash::HashMap<&str, &PeerAuthn> = foldhash::HashMap::default();
     for p in pas
         .iter()
         .filter(|p| p.scope == "namespace" && p.mode != "UNSET")

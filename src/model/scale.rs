@@ -6,9 +6,9 @@ use crate::config::MeshConfig;
 use crate::manifest::Resource;
 use crate::pointer::At;
 use crate::units::quantity;
+use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::HashMap;
 
 pub const PROXY_CPU: &str = "sidecar.istio.io/proxyCPU";
 pub const PROXY_MEMORY: &str = "sidecar.istio.io/proxyMemory";
@@ -38,7 +38,7 @@ pub struct ProxyRequests {
 /// HPAs by the workload they scale: `(namespace, kind, name)`. When two HPAs target
 /// one workload, the larger maxReplicas is kept (it bounds the proxies).
 pub fn autoscalers(resources: &[Resource]) -> HashMap<(String, String, String), Autoscaler> {
-    let mut out: HashMap<(String, String, String), Autoscaler> = HashMap::new();
+    let mut out: HashMap<(String, String, String), Autoscaler> = HashMap::default();
     for r in resources.iter().filter(|r| {
         r.kind == "HorizontalPodAutoscaler" && r.api_version.starts_with("autoscaling/")
     }) {

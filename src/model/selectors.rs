@@ -6,8 +6,8 @@ use super::{Model, Selector, Workload, WorkloadEntry};
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
 use crate::pointer::At;
+use foldhash::HashMap;
 use serde_json::Value as Json;
-use std::collections::HashMap;
 
 /// Kinds whose selector chooses proxies (and so only counts injected workloads),
 /// with where the selector lives.
@@ -43,11 +43,11 @@ pub(super) struct Index<'a> {
 
 impl<'a> Index<'a> {
     pub(super) fn new(model: &'a Model) -> Self {
-        let mut workloads: HashMap<&str, Vec<&Workload>> = HashMap::new();
+        let mut workloads: HashMap<&str, Vec<&Workload>> = HashMap::default();
         for w in &model.workloads {
             workloads.entry(w.namespace.as_str()).or_default().push(w);
         }
-        let mut entries: HashMap<&str, Vec<&WorkloadEntry>> = HashMap::new();
+        let mut entries: HashMap<&str, Vec<&WorkloadEntry>> = HashMap::default();
         for e in &model.workload_entries {
             entries.entry(e.namespace.as_str()).or_default().push(e);
         }

@@ -5,9 +5,10 @@ use super::labels::{Labels, LabelsExt};
 use super::{Workload, WorkloadEntry};
 use crate::manifest::Resource;
 use crate::pointer::At;
+use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Service {
@@ -35,11 +36,11 @@ pub fn services_of(
     workloads: &[Workload],
     entries: &[WorkloadEntry],
 ) -> Vec<Service> {
-    let mut by_ns_w: HashMap<&str, Vec<&Workload>> = HashMap::new();
+    let mut by_ns_w: HashMap<&str, Vec<&Workload>> = HashMap::default();
     for w in workloads {
         by_ns_w.entry(w.namespace.as_str()).or_default().push(w);
     }
-    let mut by_ns_e: HashMap<&str, Vec<&WorkloadEntry>> = HashMap::new();
+    let mut by_ns_e: HashMap<&str, Vec<&WorkloadEntry>> = HashMap::default();
     for e in entries {
         by_ns_e.entry(e.namespace.as_str()).or_default().push(e);
     }

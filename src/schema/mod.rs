@@ -15,9 +15,9 @@ mod structural;
 
 use crate::finding::{Finding, Severity, Status};
 use crate::manifest::{api_group, Resource};
+use foldhash::HashMap;
 use rayon::prelude::*;
 use serde_json::Value as Json;
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use structural::{field_name, Node};
 
@@ -303,7 +303,7 @@ fn finding(
 impl Catalog {
     /// The CRDs among `resources` and `extra` (from `schemas:`), compiled.
     pub fn of(resources: &[Resource], extra: &[Resource]) -> Catalog {
-        let mut by_kind: HashMap<(String, String), Vec<Arc<Definition>>> = HashMap::new();
+        let mut by_kind: HashMap<(String, String), Vec<Arc<Definition>>> = HashMap::default();
         let mut seen: Vec<&Json> = Vec::new();
         let mut findings = Vec::new();
         let mut crds = Vec::new();
@@ -563,7 +563,7 @@ pub const RESTATING: &[&str] = &[
 /// fields, and so do the rules that restate them); a finding of the schema's types to
 /// one on the same line.
 pub fn merge_restated(findings: &mut Vec<Finding>, schema: Vec<Checked>) {
-    use std::collections::HashSet;
+    use foldhash::HashSet;
     let restating: Vec<&Finding> = findings
         .iter()
         .filter(|f| f.severity == Severity::Error && f.resource.is_some())

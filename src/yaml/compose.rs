@@ -3,9 +3,9 @@
 
 use super::resolve;
 use super::{DocError, Limits, Node, Value};
+use foldhash::HashMap;
 use libyaml_safer::{EventData, MappingStyle, Mark, Parser, ScalarStyle, SequenceStyle};
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 /// Reading work (bytes parsed) one document may cost when it is read again.
 const REREAD_BUDGET: usize = 64 * 1024 * 1024;
@@ -229,7 +229,7 @@ impl<'a> Composer<'a> {
             lines: LineTable::new(text, offset),
             limits,
             stack: Vec::new(),
-            anchors: HashMap::new(),
+            anchors: HashMap::default(),
             alias_nodes: limits.max_alias_nodes,
             alias_bytes: limits.max_alias_bytes,
             root: None,
@@ -265,7 +265,7 @@ impl<'a> Composer<'a> {
                 EventData::MappingStart { anchor, style, .. } => {
                     let map = Collection::Map {
                         entries: Vec::new(),
-                        index: HashMap::new(),
+                        index: HashMap::default(),
                         key: None,
                     };
                     self.open(line, anchor, style == MappingStyle::Flow, map)?;

@@ -8,8 +8,9 @@ use crate::manifest::Resource;
 use crate::model::labels::{Labels, LabelsExt};
 use crate::model::{Model, Workload};
 use crate::pointer::At;
+use foldhash::HashMap;
 use serde_json::Value as Json;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// Labels of every workload and WorkloadEntry by id, and what each Service selects.
 pub(super) struct Pods<'a> {
@@ -20,8 +21,8 @@ pub(super) struct Pods<'a> {
 
 impl<'a> Pods<'a> {
     pub(super) fn new(model: &'a Model) -> Self {
-        let mut labels: HashMap<&str, &Labels> = HashMap::new();
-        let mut by_namespace: HashMap<&str, Vec<&str>> = HashMap::new();
+        let mut labels: HashMap<&str, &Labels> = HashMap::default();
+        let mut by_namespace: HashMap<&str, Vec<&str>> = HashMap::default();
         for w in &model.workloads {
             labels.insert(&w.id, &w.labels);
             by_namespace.entry(&w.namespace).or_default().push(&w.id);
@@ -201,7 +202,7 @@ pub(super) struct SubsetIndex<'a> {
 
 impl<'a> SubsetIndex<'a> {
     pub(super) fn new(rules: &'a [DestinationRule], mesh: &'a MeshConfig) -> Self {
-        let mut by_host: HashMap<&str, Vec<(&str, &DestinationRule)>> = HashMap::new();
+        let mut by_host: HashMap<&str, Vec<(&str, &DestinationRule)>> = HashMap::default();
         for dr in rules {
             by_host
                 .entry(dr.fqdn.as_str())
@@ -312,7 +313,7 @@ pub(super) fn tls_conflicts(
         .collect();
     // Hosts an exact DestinationRule names: a wildcard rule does not apply to them (the
     // most specific host wins).
-    let exact: std::collections::HashSet<String> = rules
+    let exact: foldhash::HashSet<String> = rules
         .iter()
         .filter_map(|r| Some(qualify(spec_host(r)?, r.namespace.as_deref()?)))
         .filter(|h| !h.starts_with('*'))
@@ -348,7 +349,8 @@ pub(super) fn tls_conflicts(
             .collect();
         for s in &settings {
             // (problem, server mode, source) → workloads
-            let mut found: HashMap<(&str, String, Option<&str>), BTreeSet<String>> = HashMap::new();
+            let mut found: HashMap<(&str, String, Option<&str>), BTreeSet<String>> =
+                HashMap::default();
             for w in &servers {
                 let (mode, source) = server_mode(w, model);
                 let problem = match (s.mode.as_str(), w.proxy, mode.as_str()) {

@@ -8,8 +8,9 @@ use crate::manifest::Resource;
 use crate::model::labels::{Labels, LabelsExt};
 use crate::model::Model;
 use crate::pointer::At;
+use foldhash::{HashMap, HashSet};
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 fn is_istio_gateway(r: &Resource) -> bool {
     r.kind == "Gateway" && r.api_version.starts_with("networking.istio.io/")
@@ -48,9 +49,9 @@ pub(super) struct Index<'a> {
 impl<'a> Index<'a> {
     pub(super) fn new(resources: &[&'a Resource], duplicated: &'a HashSet<String>) -> Self {
         let mut index = Index {
-            istio: HashMap::new(),
-            api: HashMap::new(),
-            by_name: HashMap::new(),
+            istio: HashMap::default(),
+            api: HashMap::default(),
+            by_name: HashMap::default(),
             duplicated,
         };
         for &r in resources {
@@ -143,7 +144,7 @@ pub(super) fn istio_gateways(
     }
     // Workloads by each of their labels, so that a selector is matched against the
     // workloads carrying its first label only.
-    let mut by_label: HashMap<(&str, &str), Vec<&crate::model::Workload>> = HashMap::new();
+    let mut by_label: HashMap<(&str, &str), Vec<&crate::model::Workload>> = HashMap::default();
     for w in &model.workloads {
         for (k, v) in &w.labels {
             by_label.entry((k, v)).or_default().push(w);

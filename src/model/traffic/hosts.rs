@@ -7,9 +7,9 @@
 
 use crate::manifest::Resource;
 use crate::pointer::At;
+use foldhash::{HashMap, HashSet};
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::{HashMap, HashSet};
 
 /// The cluster's DNS suffix, as istiod's default and istioctl's analyzer use it.
 pub(crate) const DOMAIN: &str = "cluster.local";
@@ -174,9 +174,9 @@ pub(crate) fn text(v: Option<&Json>) -> String {
 impl<'a> Registry<'a> {
     /// `owned`: namespaces the repository is the source of.
     pub(crate) fn new(resources: &[&'a Resource], owned: HashSet<String>) -> Self {
-        let mut exact: HashMap<String, Vec<Entry<'a>>> = HashMap::new();
+        let mut exact: HashMap<String, Vec<Entry<'a>>> = HashMap::default();
         let mut wildcards = Vec::new();
-        let mut services_in: HashMap<String, usize> = HashMap::new();
+        let mut services_in: HashMap<String, usize> = HashMap::default();
         for &r in resources {
             let Some(ns) = r.namespace.as_deref() else {
                 continue;

@@ -16,9 +16,10 @@ mod routes;
 use super::{Model, Namespace};
 use crate::config::MeshConfig;
 use crate::manifest::Resource;
+use foldhash::{HashMap, HashSet};
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 pub use hosts::HostPort;
 
@@ -271,8 +272,8 @@ fn owned_namespaces(namespaces: &BTreeMap<String, Namespace>) -> HashSet<String>
 pub(super) fn build(resources: &[Resource], model: &Model, mesh: &MeshConfig) -> Traffic {
     // An object defined twice (manifest/duplicate-resource) counts once, as its first
     // definition: findings point at that one, so what they say must come from it.
-    let mut seen = HashSet::new();
-    let mut duplicated = HashSet::new();
+    let mut seen = HashSet::default();
+    let mut duplicated = HashSet::default();
     let mut relevant: Vec<&Resource> = Vec::new();
     for r in resources.iter().filter(|r| {
         matches!(
@@ -335,13 +336,13 @@ pub(super) struct Fronts<'a> {
 
 impl<'a> Fronts<'a> {
     fn new(resources: &'a [Resource], model: &'a Model) -> Self {
-        let mut services_of: HashMap<&str, Vec<&str>> = HashMap::new();
+        let mut services_of: HashMap<&str, Vec<&str>> = HashMap::default();
         for s in &model.services {
             for id in &s.selects {
                 services_of.entry(id).or_default().push(&s.id);
             }
         }
-        let mut bodies = HashMap::new();
+        let mut bodies = HashMap::default();
         for r in resources
             .iter()
             .filter(|r| r.kind == "Service" && r.api_version == "v1")

@@ -7,8 +7,9 @@ use crate::manifest::Resource;
 use crate::model::workloads::pod_template;
 use crate::model::Model;
 use crate::pointer::At;
+use foldhash::HashMap;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One port of a Service selecting a workload.
 struct Side<'a> {
@@ -109,7 +110,7 @@ fn conflict(workload: &str, kind: &str, port: String, group: &[&Side]) -> PortCo
 /// Deployments, StatefulSets and DaemonSets in the mesh (a sidecar, or captured by
 /// ztunnel) whose containers declare ports, that no Service of the repository selects.
 pub(super) fn unserved(resources: &[Resource], model: &Model) -> Vec<Unserved> {
-    let selected: std::collections::HashSet<&str> = model
+    let selected: foldhash::HashSet<&str> = model
         .services
         .iter()
         .flat_map(|s| s.selects.iter().map(String::as_str))
@@ -129,7 +130,7 @@ pub(super) fn unserved(resources: &[Resource], model: &Model) -> Vec<Unserved> {
     }
     // Workloads a progressive-delivery controller fronts with Services it creates
     // itself (a Flagger Canary's targetRef: `<name>`, `<name>-primary`, `<name>-canary`).
-    let fronted: std::collections::HashSet<(&str, &str, &str)> = resources
+    let fronted: foldhash::HashSet<(&str, &str, &str)> = resources
         .iter()
         .filter(|r| r.kind == "Canary" && r.api_version.starts_with("flagger.app/"))
         .filter_map(|r| {

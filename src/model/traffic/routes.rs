@@ -9,8 +9,9 @@ use crate::manifest::Resource;
 use crate::model::labels::{Labels, LabelsExt};
 use crate::model::Model;
 use crate::pointer::At;
+use foldhash::HashMap;
 use serde_json::Value as Json;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 const ROUTE_KINDS: &[&str] = &["HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute", "UDPRoute"];
 
@@ -39,7 +40,7 @@ pub(super) fn of(
     gateways: &Gateways,
     model: &Model,
 ) -> (Vec<Destination>, Vec<ParentRef>) {
-    let mut grants: HashMap<&str, Vec<&Resource>> = HashMap::new();
+    let mut grants: HashMap<&str, Vec<&Resource>> = HashMap::default();
     for r in resources.iter().filter(|r| {
         r.kind == "ReferenceGrant" && r.api_version.starts_with("gateway.networking.k8s.io/")
     }) {
