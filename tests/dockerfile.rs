@@ -238,6 +238,15 @@ fn build_stage(stages: &[Stage]) -> &Stage {
         .expect("a stage that runs `cargo build`")
 }
 
+/// The build stage's `RUN cargo build …`.
+fn cargo_build(stage: &Stage) -> &Instruction {
+    stage
+        .instructions
+        .iter()
+        .find(|i| i.keyword == "RUN" && i.args.contains("cargo build"))
+        .expect("cargo build")
+}
+
 /// A stage's WORKDIR at the end (absolute; `/` without one).
 fn workdir(stage: &Stage) -> PathBuf {
     let mut dir = PathBuf::from("/");
@@ -435,12 +444,49 @@ fn tools_stage_installs_only_the_render_tools() {
 fn build_is_locked() {
     let stages = dockerfile();
     let stage = build_stage(&stages);
-    let build = stage
-        .instructions
-        .iter()
-        .find(|i| i.keyword == "RUN" && i.args.contains("cargo build"))
-        .expect("cargo build");
+    let build = cargo_build(stage);
     assert!(build.args.contains("--locked"), "{}", build.args);
+}
+
+/// The image gets the binary the build stage builds: cargo puts a profile's binary
+/// under `target/<profile>/` (`release` for `--release`, `debug` for none), so a
+/// profile named in one line and not the other fails `docker build` at the COPY.
+#[test]
+fn image_copies_the_binary_of_the_profile_built() {
+    let stages = dockerfile();
+    let stage = build_stage(&stages);
+    let build = cargo_build(stage);
+    let words: Vec<&str> = build.args.split_whitespace().collect();
+    let profile = words
+        .iter()
+        .position(|w| *w == "--profile")
+        .and_then(|i| words.get(i + 1).copied())
+        .or_else(|| words.iter().find_map(|w| w.strip_prefix("--profile=")))
+        .unwrap_or(if words.contains(&"--release") {
+            "release"
+        } else {
+            "debug"
+        });
+    let binary = workdir(stage).join("target").join(profile).join("meshward");
+    let name = stage.name.as_deref().expect("the build stage is named");
+    let copied: Vec<String> = stages
+        .iter()
+        .flat_map(copies)
+        .filter(|c| c.source_stage() == Some(name))
+        .flat_map(|c| c.sources)
+        .collect();
+    assert!(
+        copied.iter().any(|s| Path::new(s) == binary),
+        "{DOCKERFILE} builds profile `{profile}` ({}) but copies {copied:?} from stage {name}",
+        binary.display()
+    );
+    if profile != "release" && profile != "debug" {
+        let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+        assert!(
+            manifest.contains(&format!("[profile.{profile}]")),
+            "{DOCKERFILE} builds profile `{profile}`, which Cargo.toml does not define"
+        );
+    }
 }
 
 #[test]
