@@ -230,12 +230,12 @@ fn dockerfile() -> Vec<Stage> {
 fn build_stage(stages: &[Stage]) -> &Stage {
     stages
         .iter()
-        .find(|s| {
-            s.instructions
-                .iter()
-                .any(|i| i.keyword == "RUN" && i.args.contains("cargo build"))
-        })
+        .find(|s| s.instructions.iter().any(is_cargo_build))
         .expect("a stage that runs `cargo build`")
+}
+
+fn is_cargo_build(i: &Instruction) -> bool {
+    i.keyword == "RUN" && i.args.contains("cargo build")
 }
 
 /// The build stage's `RUN cargo build …`.
@@ -243,7 +243,7 @@ fn cargo_build(stage: &Stage) -> &Instruction {
     stage
         .instructions
         .iter()
-        .find(|i| i.keyword == "RUN" && i.args.contains("cargo build"))
+        .find(|i| is_cargo_build(i))
         .expect("cargo build")
 }
 
@@ -449,8 +449,9 @@ fn build_is_locked() {
 }
 
 /// The image gets the binary the build stage builds: cargo puts a profile's binary
-/// under `target/<profile>/` (`release` for `--release`, `debug` for none), so a
-/// profile named in one line and not the other fails `docker build` at the COPY.
+/// under `target/<profile>/` (`release` for `--release` and `bench`, `debug` for none,
+/// `dev` and `test`), so a profile named in one line and not the other fails `docker
+/// build` at the COPY.
 #[test]
 fn image_copies_the_binary_of_the_profile_built() {
     let stages = dockerfile();
@@ -465,9 +466,14 @@ fn image_copies_the_binary_of_the_profile_built() {
         .unwrap_or(if words.contains(&"--release") {
             "release"
         } else {
-            "debug"
+            "dev"
         });
-    let binary = workdir(stage).join("target").join(profile).join("meshward");
+    let dir = match profile {
+        "dev" | "test" => "debug",
+        "bench" => "release",
+        custom => custom,
+    };
+    let binary = workdir(stage).join("target").join(dir).join("meshward");
     let name = stage.name.as_deref().expect("the build stage is named");
     let copied: Vec<String> = stages
         .iter()
@@ -480,7 +486,7 @@ fn image_copies_the_binary_of_the_profile_built() {
         "{DOCKERFILE} builds profile `{profile}` ({}) but copies {copied:?} from stage {name}",
         binary.display()
     );
-    if profile != "release" && profile != "debug" {
+    if !["release", "dev", "test", "bench"].contains(&profile) {
         let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
         assert!(
             manifest.contains(&format!("[profile.{profile}]")),
