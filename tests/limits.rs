@@ -275,3 +275,67 @@ fn a_policy_that_allocates_or_loops_without_bound_is_stopped_and_said() {
         "the built-in ones too"
     );
 }
+
+/// The operator's bound on a policy's time (`MESHWARD_POLICY_TIMEOUT_SECS`) is the
+/// ceiling a repository's `policy.timeout_seconds` is held to: lowered, a policy that
+/// loops is stopped there and a repository asking for more is told the operator's
+/// figure; raised, the same request is within it.
+#[test]
+fn the_operator_sets_the_policy_time_bound() {
+    let repo = GitRepo::new();
+    repo.write("good.yaml", BAD_SE);
+    repo.write(".meshward.yaml", "policy:\n  timeout_seconds: 45\n");
+    repo.write(
+        ".meshward/policies/loop.rego",
+        "package acme.loop\n\nimport rego.v1\n\nfindings contains f if {\n  n := count([x | some x in numbers.range(1, 20000); some y in numbers.range(1, 20000); x == y + 20001])\n  n >= 0\n  f := {\"rule\": \"acme/loop\", \"severity\": \"warning\", \"resource\": null, \"message\": \"loop ran\"}\n}\n",
+    );
+    let check_with = |secs: &str| -> Vec<serde_json::Value> {
+        let out = repo.path().join("report.json");
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_meshward"))
+            .env("MESHWARD_POLICY_TIMEOUT_SECS", secs)
+            .arg("check")
+            .arg(repo.path())
+            .args(["--format", "json", "--output"])
+            .arg(&out)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("meshward runs");
+        assert!(status.code().is_some(), "meshward exits: {status}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&out).expect("report written")).expect("json");
+        report["findings"].as_array().cloned().unwrap_or_default()
+    };
+    let of = |findings: &[serde_json::Value], rule: &str| -> Vec<String> {
+        findings
+            .iter()
+            .filter(|f| f["rule"] == rule)
+            .map(|f| f["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+
+    let low = check_with("1");
+    let above = of(&low, "policy/limit-above-ceiling");
+    assert_eq!(above.len(), 1, "{low:#?}");
+    assert!(
+        above[0].contains("ceiling of 1 s; 1 s is used"),
+        "{}",
+        above[0]
+    );
+    let errors = of(&low, "policy/error");
+    assert_eq!(errors.len(), 1, "{low:#?}");
+    assert!(errors[0].contains("did not run"), "{}", errors[0]);
+    assert_eq!(
+        of(&low, "serviceentry/none-with-endpoints").len(),
+        1,
+        "the built-in policies still report"
+    );
+
+    std::fs::remove_file(repo.path().join(".meshward/policies/loop.rego")).expect("rm");
+    let high = check_with("120");
+    assert!(
+        of(&high, "policy/limit-above-ceiling").is_empty(),
+        "{high:#?}"
+    );
+    assert_eq!(of(&high, "serviceentry/none-with-endpoints").len(), 1);
+}

@@ -153,7 +153,7 @@ pub struct PolicyProblem {
     pub message: String,
 }
 
-/// How long one package may take on one revision, unless lowered.
+/// How long one package may take on one revision, unless the operator says otherwise.
 const EVAL_LIMIT: Duration = Duration::from_secs(30);
 
 /// Limits on evaluating policies; a repository's `policy:` settings may lower them.
@@ -173,11 +173,21 @@ pub struct PolicyLimits {
 impl Default for PolicyLimits {
     fn default() -> Self {
         PolicyLimits {
-            timeout: EVAL_LIMIT,
+            timeout: timeout_ceiling(),
             max_memory_bytes: memory_ceiling(),
             runner: isolated::runner(),
         }
     }
+}
+
+/// The operator's bound on one package's evaluation of one revision:
+/// `MESHWARD_POLICY_TIMEOUT_SECS` (1 to 3600), else 30 s. Raised for a slow host
+/// (or a check run under valgrind); a repository may only lower it.
+fn timeout_ceiling() -> Duration {
+    std::env::var("MESHWARD_POLICY_TIMEOUT_SECS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(EVAL_LIMIT, |s| Duration::from_secs(s.clamp(1, 3600)))
 }
 
 /// The operator's ceiling on the policy worker's memory: `MESHWARD_POLICY_MEMORY_MIB`
