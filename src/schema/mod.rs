@@ -110,53 +110,57 @@ fn built_in(group: &str, kind: &str) -> Option<&'static Definition> {
         .iter()
         .position(|(g, k, _)| *g == group && *k == kind)?;
     B[i].get_or_init(|| {
-        let body = yaml_serde::from_str::<Json>(BUILT_IN[i].2).ok()?;
+        let body = serde_json::from_str::<Json>(BUILT_IN[i].2).ok()?;
         definition(&body, Source::BuiltIn).0
     })
     .as_ref()
 }
 
-/// (group, kind, CRD): the group and kind are the CRD's own (a test checks).
+/// (group, kind, CRD as JSON): src/schema/istio/*.yaml, turned into JSON by the build
+/// script. The group and kind are the CRD's own (a test checks).
 const BUILT_IN: [(&str, &str, &str); 8] = [
     (
         "networking.istio.io",
         "ServiceEntry",
-        include_str!("istio/serviceentry.yaml"),
+        include_str!(concat!(env!("OUT_DIR"), "/istio/serviceentry.json")),
     ),
     (
         "networking.istio.io",
         "WorkloadEntry",
-        include_str!("istio/workloadentry.yaml"),
+        include_str!(concat!(env!("OUT_DIR"), "/istio/workloadentry.json")),
     ),
     (
         "networking.istio.io",
         "WorkloadGroup",
-        include_str!("istio/workloadgroup.yaml"),
+        include_str!(concat!(env!("OUT_DIR"), "/istio/workloadgroup.json")),
     ),
     (
         "networking.istio.io",
         "Sidecar",
-        include_str!("istio/sidecar.yaml"),
+        include_str!(concat!(env!("OUT_DIR"), "/istio/sidecar.json")),
     ),
     (
         "security.istio.io",
         "PeerAuthentication",
-        include_str!("istio/peerauthentication.yaml"),
+        include_str!(concat!(env!("OUT_DIR"), "/istio/peerauthentication.json")),
     ),
     (
         "security.istio.io",
         "AuthorizationPolicy",
-        include_str!("istio/authorizationpolicy.yaml"),
+        include_str!(concat!(env!("OUT_DIR"), "/istio/authorizationpolicy.json")),
     ),
     (
         "security.istio.io",
         "RequestAuthentication",
-        include_str!("istio/requestauthentication.yaml"),
+        include_str!(concat!(
+            env!("OUT_DIR"),
+            "/istio/requestauthentication.json"
+        )),
     ),
     (
         "telemetry.istio.io",
         "Telemetry",
-        include_str!("istio/telemetry.yaml"),
+        include_str!(concat!(env!("OUT_DIR"), "/istio/telemetry.json")),
     ),
 ];
 
@@ -596,12 +600,35 @@ pub fn merge_restated(findings: &mut Vec<Finding>, schema: Vec<Checked>) {
 mod tests {
     use super::*;
 
+    /// The build script's JSON says what the YAML it was made from says, for every
+    /// built-in CRD.
+    #[test]
+    fn built_in_json_is_the_yaml_it_was_made_from() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/schema/istio");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("src/schema/istio") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("read");
+            let yaml: Json = yaml_serde::from_str(&text).expect("YAML");
+            let spec = &yaml["spec"];
+            let (group, kind) = (&spec["group"], &spec["names"]["kind"]);
+            let Some((_, _, json)) = BUILT_IN.iter().find(|(g, k, _)| group == g && kind == k)
+            else {
+                panic!("{} is not built in", path.display());
+            };
+            let json: Json = serde_json::from_str(json).expect("JSON");
+            assert_eq!(json, yaml, "{}", path.display());
+            seen += 1;
+        }
+        assert_eq!(seen, BUILT_IN.len());
+    }
+
     /// A built-in schema that did not parse or compile would leave its kind unchecked
     /// without a word: every one compiles whole.
     #[test]
     fn every_built_in_schema_compiles_whole() {
         for (group, kind, text) in BUILT_IN {
-            let body: Json = yaml_serde::from_str(text).expect("built-in CRD is YAML");
+            let body: Json = serde_json::from_str(text).expect("built-in CRD is JSON");
             let (def, problems) = definition(&body, Source::BuiltIn);
             assert!(problems.is_empty(), "{problems:?}");
             let def = def.expect("a definition");
