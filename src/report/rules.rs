@@ -369,7 +369,7 @@ pub const RULES: &[RuleDoc] = &[
     rule!("policy/limit-above-ceiling", "warning", None,
         "A policy limit in .meshward.yaml above the server's ceiling",
         "A repository may lower meshward's policy time and memory limits, never raise them: the ceiling is used. Lower the value, or ask the operator to raise the ceiling.",
-        "`policy.timeout_seconds` or `policy.max_memory_mib` above the server's ceiling (30 s, 3072 MiB): the ceiling is used"),
+        "`policy.timeout_seconds` or `policy.max_memory_mib` above the server's ceiling (by default 30 s and 3072 MiB; `MESHWARD_POLICY_TIMEOUT_SECS`, `MESHWARD_POLICY_MEMORY_MIB`): the ceiling is used"),
     rule!("exception/expired", "warning", None,
         "Exception past its expiry date",
         "It no longer applies. Fix the finding or renew the exception.",
