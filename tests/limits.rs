@@ -7,6 +7,23 @@ use common::*;
 
 const BAD_SE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: egress\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: api\n  namespace: egress\nspec:\n  hosts: [api.example.com]\n  resolution: NONE\n  ports:\n  - {number: 443, name: https, protocol: TLS}\n  endpoints:\n  - address: 203.0.113.10\n";
 
+/// `meshward check REPO --format json --output OUT`, with no input and quiet.
+fn check_command(repo: &GitRepo, out: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_meshward"));
+    cmd.arg("check")
+        .arg(repo.path())
+        .args(["--format", "json", "--output"])
+        .arg(out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    cmd
+}
+
+/// Package `acme.loop`: 400 million steps (minutes), then `finding`.
+fn looping_policy(finding: &str) -> String {
+    format!("package acme.loop\n\nimport rego.v1\n\nfindings contains f if {{\n  n := count([x | some x in numbers.range(1, 20000); some y in numbers.range(1, 20000); x == y + 20001])\n  n >= 0\n  f := {finding}\n}}\n")
+}
+
 fn assert_rest_checked(report: &meshward::report::Report) {
     assert_eq!(
         with_rule(report, "serviceentry/none-with-endpoints").len(),
@@ -213,7 +230,7 @@ fn a_policy_that_allocates_or_loops_without_bound_is_stopped_and_said() {
     );
     repo.write(
         ".meshward/policies/loop.rego",
-        &format!("package acme.loop\n\nimport rego.v1\n\nfindings contains f if {{\n  n := count([x | some x in numbers.range(1, 20000); some y in numbers.range(1, 20000); x == y + 20001])\n  n >= 0\n  f := {}\n}}\n", finding.replace("RULE", "loop")),
+        &looping_policy(&finding.replace("RULE", "loop")),
     );
     repo.write(
         ".meshward/policies/zz_fine.rego",
@@ -225,13 +242,7 @@ fn a_policy_that_allocates_or_loops_without_bound_is_stopped_and_said() {
     let out = repo.path().join("report.json");
     // Reaped by wait4 below, which std does not know of.
     #[allow(clippy::zombie_processes)]
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_meshward"))
-        .arg("check")
-        .arg(repo.path())
-        .args(["--format", "json", "--output"])
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
+    let child = check_command(&repo, &out)
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("meshward starts");
@@ -287,18 +298,14 @@ fn the_operator_sets_the_policy_time_bound() {
     repo.write(".meshward.yaml", "policy:\n  timeout_seconds: 45\n");
     repo.write(
         ".meshward/policies/loop.rego",
-        "package acme.loop\n\nimport rego.v1\n\nfindings contains f if {\n  n := count([x | some x in numbers.range(1, 20000); some y in numbers.range(1, 20000); x == y + 20001])\n  n >= 0\n  f := {\"rule\": \"acme/loop\", \"severity\": \"warning\", \"resource\": null, \"message\": \"loop ran\"}\n}\n",
+        &looping_policy(
+            "{\"rule\": \"acme/loop\", \"severity\": \"warning\", \"resource\": null, \"message\": \"loop ran\"}",
+        ),
     );
     let check_with = |secs: &str| -> Vec<serde_json::Value> {
         let out = repo.path().join("report.json");
-        let status = std::process::Command::new(env!("CARGO_BIN_EXE_meshward"))
+        let status = check_command(&repo, &out)
             .env("MESHWARD_POLICY_TIMEOUT_SECS", secs)
-            .arg("check")
-            .arg(repo.path())
-            .args(["--format", "json", "--output"])
-            .arg(&out)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
             .status()
             .expect("meshward runs");
         assert!(status.code().is_some(), "meshward exits: {status}");

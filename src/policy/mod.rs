@@ -184,19 +184,20 @@ impl Default for PolicyLimits {
 /// `MESHWARD_POLICY_TIMEOUT_SECS` (1 to 3600), else 30 s. Raised for a slow host
 /// (or a check run under valgrind); a repository may only lower it.
 fn timeout_ceiling() -> Duration {
-    std::env::var("MESHWARD_POLICY_TIMEOUT_SECS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
+    operator_number("MESHWARD_POLICY_TIMEOUT_SECS")
         .map_or(EVAL_LIMIT, |s| Duration::from_secs(s.clamp(1, 3600)))
+}
+
+/// A whole number the operator set in the environment variable `name`.
+fn operator_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.trim().parse().ok()
 }
 
 /// The operator's ceiling on the policy worker's memory: `MESHWARD_POLICY_MEMORY_MIB`
 /// (at least 256), else 3 GiB.
 fn memory_ceiling() -> u64 {
     const MIB: u64 = 1024 * 1024;
-    std::env::var("MESHWARD_POLICY_MEMORY_MIB")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
+    operator_number("MESHWARD_POLICY_MEMORY_MIB")
         .map_or(3072 * MIB, |m| m.max(256).saturating_mul(MIB))
 }
 
