@@ -6,18 +6,16 @@ package meshward.rules.ambient
 
 import rego.v1
 
-import data.meshward.lib
-
 # ---------------------------------------------------------------------------
 # model parts and indexes
 
-waypoints := lib.array_of(object.get(lib.model, "waypoints", []))
+waypoints := data.meshward.lib.array_of(object.get(data.meshward.lib.model, "waypoints", []))
 
-bindings := lib.array_of(object.get(lib.model, "waypoint_bindings", []))
+bindings := data.meshward.lib.array_of(object.get(data.meshward.lib.model, "waypoint_bindings", []))
 
-waypoint_services := lib.array_of(object.get(lib.model, "waypoint_services", []))
+waypoint_services := data.meshward.lib.array_of(object.get(data.meshward.lib.model, "waypoint_services", []))
 
-target_refs := lib.array_of(object.get(lib.model, "target_refs", []))
+target_refs := data.meshward.lib.array_of(object.get(data.meshward.lib.model, "target_refs", []))
 
 waypoint_by_id := {w.id: w | some w in waypoints}
 
@@ -25,7 +23,7 @@ waypoint_by_id := {w.id: w | some w in waypoints}
 served := {s.resource: s | some s in waypoint_services}
 
 service_list := [r |
-	some r in lib.resources("Service")
+	some r in data.meshward.lib.resources("Service")
 	r.apiVersion == "v1"
 ]
 
@@ -37,13 +35,13 @@ services := {r.id | some r in service_list}
 service_of(sid) := [r | some r in service_list; r.id == sid][0]
 
 istio_resources(kind) := [r |
-	some r in lib.resources(kind)
+	some r in data.meshward.lib.resources(kind)
 	is_string(r.apiVersion)
 	startswith(r.apiVersion, "networking.istio.io/")
 ]
 
 gateway_api_resources(kind) := [r |
-	some r in lib.resources(kind)
+	some r in data.meshward.lib.resources(kind)
 	is_string(r.apiVersion)
 	startswith(r.apiVersion, "gateway.networking.k8s.io/")
 ]
@@ -80,7 +78,7 @@ served_entries_of_host[h] contains s.resource if {
 	s.kind == "ServiceEntry"
 	some r in istio_resources("ServiceEntry")
 	r.id == s.resource
-	some h in lib.array_of(lib.get(lib.spec_of(r), "hosts", []))
+	some h in data.meshward.lib.array_of(data.meshward.lib.get(data.meshward.lib.spec_of(r), "hosts", []))
 	is_string(h)
 	not contains(h, "*")
 }
@@ -94,17 +92,17 @@ served_of_host(host, ns) := served[id] if {
 # Namespaces whose pods ztunnel captures, by istioctl's test (an/util/in_mesh.go):
 # istio.io/dataplane-mode=ambient, no istio-injection=enabled, no non-empty istio.io/rev.
 ambient_namespace(ns) if {
-	n := lib.model_namespaces[ns]
+	n := data.meshward.lib.model_namespaces[ns]
 	n.ambient == true
-	labels := lib.get(n, "labels", {})
-	lib.get(labels, "istio-injection", "") != "enabled"
-	lib.get(labels, "istio.io/rev", "") in {"", null}
+	labels := data.meshward.lib.get(n, "labels", {})
+	data.meshward.lib.get(labels, "istio-injection", "") != "enabled"
+	data.meshward.lib.get(labels, "istio.io/rev", "") in {"", null}
 }
 
 # An ambient namespace with workloads ztunnel captures: their calls are ambient clients.
 ambient_clients_in(ns) := k if {
 	ambient_namespace(ns)
-	k := lib.num(object.get(lib.model_namespaces[ns], "workloads_ambient", 0))
+	k := data.meshward.lib.num(object.get(data.meshward.lib.model_namespaces[ns], "workloads_ambient", 0))
 	k > 0
 }
 
@@ -114,7 +112,7 @@ mesh_bound(r) if count(spec_list(r, "gateways")) == 0
 mesh_bound(r) if "mesh" in spec_list(r, "gateways")
 
 # A list field of a resource's spec ([] when absent or not a list).
-spec_list(r, key) := lib.array_of(lib.get(lib.spec_of(r), key, []))
+spec_list(r, key) := data.meshward.lib.array_of(data.meshward.lib.get(data.meshward.lib.spec_of(r), key, []))
 
 gateway_names(r) := [g |
 	some g in spec_list(r, "gateways")
@@ -124,55 +122,55 @@ gateway_names(r) := [g |
 
 # The hosts a VirtualService routes to (http, tcp, tls routes; mirrors are copies).
 route_hosts(r) := {h |
-	spec := lib.spec_of(r)
+	spec := data.meshward.lib.spec_of(r)
 	some section in ["http", "tcp", "tls"]
-	some rule in lib.array_of(lib.get(spec, section, []))
-	some d in lib.array_of(lib.get(rule, "route", []))
-	h := lib.get(lib.get(d, "destination", {}), "host", null)
+	some rule in data.meshward.lib.array_of(data.meshward.lib.get(spec, section, []))
+	some d in data.meshward.lib.array_of(data.meshward.lib.get(rule, "route", []))
+	h := data.meshward.lib.get(data.meshward.lib.get(d, "destination", {}), "host", null)
 	is_string(h)
 }
 
 # Subsets a VirtualService's routes name, by host.
 route_subsets(r) := {[h, s] |
-	spec := lib.spec_of(r)
-	some rule in lib.array_of(lib.get(spec, "http", []))
-	some d in lib.array_of(lib.get(rule, "route", []))
-	dest := lib.get(d, "destination", {})
-	h := lib.get(dest, "host", null)
-	s := lib.get(dest, "subset", null)
+	spec := data.meshward.lib.spec_of(r)
+	some rule in data.meshward.lib.array_of(data.meshward.lib.get(spec, "http", []))
+	some d in data.meshward.lib.array_of(data.meshward.lib.get(rule, "route", []))
+	dest := data.meshward.lib.get(d, "destination", {})
+	h := data.meshward.lib.get(dest, "host", null)
+	s := data.meshward.lib.get(dest, "subset", null)
 	is_string(h)
 	is_string(s)
 }
 
 # A Gateway API parentRef names a Gateway (the default kind and group).
 gateway_parent(p) if {
-	lib.get(p, "kind", "Gateway") == "Gateway"
-	lib.get(p, "group", "gateway.networking.k8s.io") == "gateway.networking.k8s.io"
+	data.meshward.lib.get(p, "kind", "Gateway") == "Gateway"
+	data.meshward.lib.get(p, "group", "gateway.networking.k8s.io") == "gateway.networking.k8s.io"
 }
 
 # A parentRef to a core Service (a mesh route, used by the Service's waypoint).
 service_parent(p) if {
-	lib.get(p, "kind", "") == "Service"
-	lib.get(p, "group", null) == ""
+	data.meshward.lib.get(p, "kind", "") == "Service"
+	data.meshward.lib.get(p, "group", null) == ""
 }
 
 # The waypoint Gateway a parentRef names, if it is one.
 parent_is_waypoint(p, ns) if {
 	some w in waypoints
 	w.waypoint_class == true
-	w.namespace == lib.get(p, "namespace", ns)
-	w.name == lib.get(p, "name", "")
+	w.namespace == data.meshward.lib.get(p, "namespace", ns)
+	w.name == data.meshward.lib.get(p, "name", "")
 }
 
 route_kinds := ["HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"]
 
 # Service ids a Gateway API route sends to.
-backend_services(r) := {sprintf("Service/%s/%s", [lib.get(b, "namespace", r.namespace), name]) |
+backend_services(r) := {sprintf("Service/%s/%s", [data.meshward.lib.get(b, "namespace", r.namespace), name]) |
 	some rule in spec_list(r, "rules")
-	some b in lib.array_of(lib.get(rule, "backendRefs", []))
-	lib.get(b, "kind", "Service") == "Service"
-	lib.get(b, "group", "") == ""
-	name := lib.get(b, "name", null)
+	some b in data.meshward.lib.array_of(data.meshward.lib.get(rule, "backendRefs", []))
+	data.meshward.lib.get(b, "kind", "Service") == "Service"
+	data.meshward.lib.get(b, "group", "") == ""
+	name := data.meshward.lib.get(b, "name", null)
 	is_string(name)
 }
 
@@ -194,7 +192,7 @@ ingress_triples := {[sid, r.id, concat(", ", gws)] |
 	is_object(p)
 	gateway_parent(p)
 	not parent_is_waypoint(p, r.namespace)
-	gw := sprintf("%s/%s", [lib.get(p, "namespace", r.namespace), lib.get(p, "name", "")])
+	gw := sprintf("%s/%s", [data.meshward.lib.get(p, "namespace", r.namespace), data.meshward.lib.get(p, "name", "")])
 	some sid in backend_services(r)
 }
 
@@ -204,7 +202,7 @@ ingress_routes(sid) := {[t[1], t[2]] | some t in ingress_triples; t[0] == sid}
 # text
 
 # What a binding's label sits on.
-bound_text(b) := sprintf("namespace %s", [b.namespace]) if b.kind == "Namespace" else := lib.display(b.resource)
+bound_text(b) := sprintf("namespace %s", [b.namespace]) if b.kind == "Namespace" else := data.meshward.lib.display(b.resource)
 
 # The traffic a binding sends through the waypoint.
 traffic_text(b) := sprintf("traffic to the Services of namespace %s", [b.namespace]) if {
@@ -239,7 +237,7 @@ stranded_target(t, b) if {
 	t.target_kind in {"Service", "ServiceEntry"}
 }
 
-stranded_text(b) := sprintf(" (here: %s)", [lib.enumerate_ids(ids, 3)]) if {
+stranded_text(b) := sprintf(" (here: %s)", [data.meshward.lib.enumerate_ids(ids, 3)]) if {
 	ids := stranded(b)
 	count(ids) > 0
 } else := ""
@@ -348,7 +346,7 @@ findings contains f if {
 			"%s is labelled istio.io/use-waypoint: %s (in namespace %s), but that waypoint's HBONE listener admits %s (allowedRoutes.namespaces.from: %s), not namespace %s: istiod refuses the binding (AttachmentDenied), so %s goes through no waypoint and the waypoint policies and routes meant for it apply to nothing%s. On the listener of %s on port 15008 set allowedRoutes.namespaces.from: All, or Selector with a selector matching namespace %s (kubernetes.io/metadata.name: %s).",
 			[
 				bound_text(b), b.waypoint, b.waypoint_namespace, admitted_text(g), g.allowed_from, b.namespace,
-				traffic_text(b), stranded_text(b), lib.display(g.id), b.namespace, b.namespace,
+				traffic_text(b), stranded_text(b), data.meshward.lib.display(g.id), b.namespace, b.namespace,
 			],
 		),
 	}
@@ -368,7 +366,7 @@ findings contains f if {
 			"%s is labelled istio.io/use-waypoint: %s (in namespace %s), whose HBONE listener admits only namespaces its selector matches (allowedRoutes.namespaces.from: Selector), and %s, so meshward cannot tell whether namespace %s is admitted. If it is not, istiod refuses the binding (AttachmentDenied) and %s goes through no waypoint. Make sure namespace %s carries the labels the selector asks for, or set allowedRoutes.namespaces.from: All on the listener of %s.",
 			[
 				bound_text(b), b.waypoint, b.waypoint_namespace, unknown_admission_text(b, g), b.namespace,
-				traffic_text(b), b.namespace, lib.display(g.id),
+				traffic_text(b), b.namespace, data.meshward.lib.display(g.id),
 			],
 		),
 	}
@@ -385,9 +383,9 @@ admission_unknown(_, g) if {
 
 admission_unknown(b, g) if {
 	g.allowed_from == "Selector"
-	not lib.model_namespaces[b.namespace].labels_known == true
+	not data.meshward.lib.model_namespaces[b.namespace].labels_known == true
 	# kubernetes.io/metadata.name is on every namespace: a selector on it is decided.
-	lib.get(g.allowed_selector, "kubernetes.io/metadata.name", b.namespace) == b.namespace
+	data.meshward.lib.get(g.allowed_selector, "kubernetes.io/metadata.name", b.namespace) == b.namespace
 	some k, _ in g.allowed_selector
 	k != "kubernetes.io/metadata.name"
 }
@@ -405,13 +403,13 @@ unknown_admission_text(b, g) := "its selector uses matchExpressions, which meshw
 # with a sidecar (one opted in): it configures that one.
 
 sidecar_has_selector(r) if {
-	labels := lib.get(lib.get(lib.spec_of(r), "workloadSelector", {}), "labels", {})
+	labels := data.meshward.lib.get(data.meshward.lib.get(data.meshward.lib.spec_of(r), "workloadSelector", {}), "labels", {})
 	is_object(labels)
 	count(labels) > 0
 }
 
 sidecar_in_namespace(ns) if {
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	w.namespace == ns
 	w.proxy == true
 }
@@ -420,7 +418,7 @@ findings contains f if {
 	some r in istio_resources("Sidecar")
 	not sidecar_has_selector(r)
 	ns := r.namespace
-	ns != lib.root_namespace
+	ns != data.meshward.lib.root_namespace
 	ambient_namespace(ns)
 	not sidecar_in_namespace(ns)
 	f := {
@@ -431,17 +429,17 @@ findings contains f if {
 		"path": ["metadata", "namespace"],
 		"message": sprintf(
 			"%s has no workloadSelector, so it is meant for every sidecar of namespace %s, but %s is an ambient namespace (istio.io/dataplane-mode=ambient): its pods have no sidecar, and ztunnel and waypoints never read a Sidecar, so it applies nowhere and its egress and ingress settings limit nothing. Remove it; in ambient, limit what workloads may call with AuthorizationPolicies (at the destination's ztunnel or waypoint) instead.",
-			[lib.display(r.id), ns, ns],
+			[data.meshward.lib.display(r.id), ns, ns],
 		),
 	}
 }
 
 findings contains f if {
-	some s in lib.model_selectors
+	some s in data.meshward.lib.model_selectors
 	s.kind == "Sidecar"
 	s.scope == "workload"
 	s.match_count == 0
-	ambient := lib.array_of(object.get(s, "ambient_matches", []))
+	ambient := data.meshward.lib.array_of(object.get(s, "ambient_matches", []))
 	count(ambient) > 0
 	f := {
 		"rule": "ambient/sidecar-ignored",
@@ -452,10 +450,10 @@ findings contains f if {
 		"message": sprintf(
 			"%s selects %s (%s), and %s ambient: ztunnel captures %s, there is no sidecar to configure, and ztunnel and waypoints never read a Sidecar, so it applies nowhere. Remove it, or, if %s should keep a sidecar, opt %s in (sidecar.istio.io/inject: \"true\") and label %s istio.io/dataplane-mode: none.",
 			[
-				lib.display(s.resource), lib.plural(count(ambient), "only one workload", "only workloads"), lib.enumerate_ids(ambient, 3),
-				lib.plural(count(ambient), "it is", "they are"), lib.plural(count(ambient), "its pods", "their pods"),
-				lib.plural(count(ambient), "it", "they"), lib.plural(count(ambient), "it", "them"),
-				lib.plural(count(ambient), "its pods", "their pods"),
+				data.meshward.lib.display(s.resource), data.meshward.lib.plural(count(ambient), "only one workload", "only workloads"), data.meshward.lib.enumerate_ids(ambient, 3),
+				data.meshward.lib.plural(count(ambient), "it is", "they are"), data.meshward.lib.plural(count(ambient), "its pods", "their pods"),
+				data.meshward.lib.plural(count(ambient), "it", "they"), data.meshward.lib.plural(count(ambient), "it", "them"),
+				data.meshward.lib.plural(count(ambient), "its pods", "their pods"),
 			],
 		),
 	}
@@ -470,10 +468,10 @@ findings contains f if {
 # injection/conflicting-labels (IST0123) and not repeated here; a pod labelled
 # istio.io/dataplane-mode: none says plainly that it keeps its sidecar.
 
-pod_label(w, key) := lib.get(lib.get(w, "labels", {}), key, "")
+pod_label(w, key) := data.meshward.lib.get(data.meshward.lib.get(w, "labels", {}), key, "")
 
 findings contains f if {
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	is_string(w.dataplane_conflict)
 	pod_label(w, "istio.io/dataplane-mode") != "none"
 	path := conflict_path(w)
@@ -484,21 +482,21 @@ findings contains f if {
 		"path": path,
 		"message": sprintf(
 			"%s asks for both data planes: %s. Its pods run with a sidecar: the sidecar, not ztunnel, enforces mTLS and AuthorizationPolicies on them (as written, HTTP rules included), waypoints do not see the traffic they send, and ambient-only settings do not apply to them. %s",
-			[lib.display(w.id), w.dataplane_conflict, conflict_fix(w)],
+			[data.meshward.lib.display(w.id), w.dataplane_conflict, conflict_fix(w)],
 		),
 	}
 }
 
 # The pod's own label that asks for the other data plane; undefined when the conflict
 # is the namespace's alone.
-conflict_path(w) := array.concat(lib.pod_labels_path(w.kind), ["istio.io/dataplane-mode"]) if {
+conflict_path(w) := array.concat(data.meshward.lib.pod_labels_path(w.kind), ["istio.io/dataplane-mode"]) if {
 	pod_label(w, "istio.io/dataplane-mode") == "ambient"
-} else := array.concat(lib.pod_labels_path(w.kind), ["sidecar.istio.io/inject"]) if {
+} else := array.concat(data.meshward.lib.pod_labels_path(w.kind), ["sidecar.istio.io/inject"]) if {
 	w.proxy_via == "pod-opt-in"
 	pod_label(w, "sidecar.istio.io/inject") != ""
-} else := array.concat(lib.pod_annotations_path(w.kind), ["sidecar.istio.io/inject"]) if {
+} else := array.concat(data.meshward.lib.pod_annotations_path(w.kind), ["sidecar.istio.io/inject"]) if {
 	w.proxy_via == "pod-opt-in"
-} else := array.concat(lib.pod_labels_path(w.kind), ["istio.io/rev"]) if {
+} else := array.concat(data.meshward.lib.pod_labels_path(w.kind), ["istio.io/rev"]) if {
 	w.proxy_via == "pod-revision"
 }
 
@@ -540,19 +538,19 @@ dr_read_by_waypoint(r, s, wns) if {
 }
 
 dr_read_by_waypoint(r, _, wns) if {
-	r.namespace == lib.root_namespace
+	r.namespace == data.meshward.lib.root_namespace
 	exported_to(r, wns)
 }
 
 # DestinationRules for all sidecars (a workloadSelector limits one to the pods it selects).
 mesh_destination_rules := [r |
 	some r in istio_resources("DestinationRule")
-	not lib.non_empty(lib.get(lib.get(lib.spec_of(r), "workloadSelector", {}), "matchLabels", null))
+	not data.meshward.lib.non_empty(data.meshward.lib.get(data.meshward.lib.get(data.meshward.lib.spec_of(r), "workloadSelector", {}), "matchLabels", null))
 ]
 
 findings contains f if {
 	some r in mesh_destination_rules
-	host := lib.spec_of(r).host
+	host := data.meshward.lib.spec_of(r).host
 	s := served_of_host(host, r.namespace)
 	wns := waypoint_namespace(s)
 	not dr_read_by_waypoint(r, s, wns)
@@ -564,8 +562,8 @@ findings contains f if {
 		"message": sprintf(
 			"%s is for %s, which waypoint %s serves: requests from ambient clients go through that waypoint, and it reads DestinationRules only from %s and the root namespace (%s). This one, in namespace %s%s, is not among them: for ambient clients its subsets and traffic policy do not exist (a route to one of its subsets at the waypoint finds none), while sidecar clients, which skip the waypoint, still apply it. Move it to namespace %s%s.",
 			[
-				lib.display(r.id), lib.display(s.resource), lib.display(s.waypoint), dr_namespaces_text(s, wns),
-				lib.root_namespace, r.namespace, export_text(r, s, wns), s.namespace, export_fix(s, wns),
+				data.meshward.lib.display(r.id), data.meshward.lib.display(s.resource), data.meshward.lib.display(s.waypoint), dr_namespaces_text(s, wns),
+				data.meshward.lib.root_namespace, r.namespace, export_text(r, s, wns), s.namespace, export_fix(s, wns),
 			],
 		),
 	}
@@ -579,7 +577,7 @@ vs_namespaces_text(s, wns) := sprintf("of its own namespace, which is the servic
 	wns == s.namespace
 } else := sprintf("of the service's namespace (%s) and of its own (%s)", [s.namespace, wns])
 
-export_text(r, s, wns) := sprintf(" with exportTo %v", [lib.spec_of(r).exportTo]) if {
+export_text(r, s, wns) := sprintf(" with exportTo %v", [data.meshward.lib.spec_of(r).exportTo]) if {
 	r.namespace == s.namespace
 	wns != s.namespace
 } else := ""
@@ -600,7 +598,7 @@ findings contains f if {
 		"path": ["spec", "hosts", i],
 		"message": sprintf(
 			"%s routes %s, which waypoint %s serves: requests from ambient clients go through that waypoint, and it applies only the VirtualServices %s. This one is in namespace %s, so for ambient clients its routes (matches, splits%s, retries, timeouts, faults) do not exist, while sidecar clients, which skip the waypoint, still apply it. Move it to namespace %s.",
-			[lib.display(r.id), host, lib.display(s.waypoint), vs_namespaces_text(s, wns), r.namespace, subset_text(r), s.namespace],
+			[data.meshward.lib.display(r.id), host, data.meshward.lib.display(s.waypoint), vs_namespaces_text(s, wns), r.namespace, subset_text(r), s.namespace],
 		),
 	}
 }
@@ -641,14 +639,14 @@ findings contains f if {
 		"path": ["spec", "hosts", i],
 		"message": sprintf(
 			"%s routes %s (%s) for mesh traffic, but no waypoint serves that Service, and namespace %s is ambient (%s): ambient clients' requests are carried by ztunnel, which reads no VirtualService, so for them these routes (matches, splits, retries, timeouts, faults) do not exist; only sidecar clients and gateways apply them. %s.",
-			[lib.display(r.id), host, lib.display(sid), id_namespace(sid), lib.counted(k, "ambient workload", "ambient workloads"), no_waypoint_fix(sid)],
+			[data.meshward.lib.display(r.id), host, data.meshward.lib.display(sid), id_namespace(sid), data.meshward.lib.counted(k, "ambient workload", "ambient workloads"), no_waypoint_fix(sid)],
 		),
 	}
 }
 
 findings contains f if {
 	some r in mesh_destination_rules
-	host := lib.spec_of(r).host
+	host := data.meshward.lib.spec_of(r).host
 	sid := service_of_host(host, r.namespace)
 	k := unserved_ambient_service(sid)
 	# A DestinationRule for a Service that ingress routes reach serves the gateway.
@@ -660,7 +658,7 @@ findings contains f if {
 		"path": ["spec", "host"],
 		"message": sprintf(
 			"%s is for %s, but no waypoint serves that Service, and namespace %s is ambient (%s): ambient clients' connections are carried by ztunnel, which reads no DestinationRule, so for them its subsets, load balancing, connection pool and outlier detection do not exist; only sidecar clients and gateways apply it. %s.",
-			[lib.display(r.id), lib.display(sid), id_namespace(sid), lib.counted(k, "ambient workload", "ambient workloads"), no_waypoint_fix(sid)],
+			[data.meshward.lib.display(r.id), data.meshward.lib.display(sid), id_namespace(sid), data.meshward.lib.counted(k, "ambient workload", "ambient workloads"), no_waypoint_fix(sid)],
 		),
 	}
 }
@@ -671,7 +669,7 @@ findings contains f if {
 	some i, p in spec_list(r, "parentRefs")
 	is_object(p)
 	service_parent(p)
-	sid := sprintf("Service/%s/%s", [lib.get(p, "namespace", r.namespace), lib.get(p, "name", "")])
+	sid := sprintf("Service/%s/%s", [data.meshward.lib.get(p, "namespace", r.namespace), data.meshward.lib.get(p, "name", "")])
 	k := unserved_ambient_service(sid)
 	f := {
 		"rule": "ambient/route-without-waypoint",
@@ -680,7 +678,7 @@ findings contains f if {
 		"path": ["spec", "parentRefs", i],
 		"message": sprintf(
 			"%s attaches to %s, but no waypoint serves that Service, and namespace %s is ambient (%s): istiod marks the route ResolvedWaypoints False (MissingUseWaypointLabel), and ambient clients, carried by ztunnel, do not honor it; only sidecar clients apply it. %s.",
-			[lib.display(r.id), lib.display(sid), id_namespace(sid), lib.counted(k, "ambient workload", "ambient workloads"), no_waypoint_fix(sid)],
+			[data.meshward.lib.display(r.id), data.meshward.lib.display(sid), id_namespace(sid), data.meshward.lib.counted(k, "ambient workload", "ambient workloads"), no_waypoint_fix(sid)],
 		),
 	}
 }
@@ -714,11 +712,11 @@ at_waypoint(t, s) if {
 at_waypoint(t, _) if {
 	t.target_kind == "GatewayClass"
 	t.target_name == "istio-waypoint"
-	id_namespace(t.resource) == lib.root_namespace
+	id_namespace(t.resource) == data.meshward.lib.root_namespace
 }
 
 headless_text(sid) := " It is headless (clusterIP: None), and only a Service with a cluster IP can send ingress through its waypoint: give it one as well." if {
-	lib.get(lib.spec_of(service_of(sid)), "clusterIP", "") == "None"
+	data.meshward.lib.get(data.meshward.lib.spec_of(service_of(sid)), "clusterIP", "") == "None"
 } else := ""
 
 findings contains f if {
@@ -738,12 +736,12 @@ findings contains f if {
 		"message": sprintf(
 			"%s is served by waypoint %s, where %s %s (targetRefs), but ingress reaches it too (%s), and an ingress gateway sends straight to the Service's pods, skipping the waypoint: requests entering there are not checked by %s (an HTTP DENY or a JWT requirement there does not stop them; the destination's ztunnel sees only the gateway's identity). Label the Service (or namespace %s) istio.io/ingress-use-waypoint: \"true\" so ingress traffic goes through the waypoint.%s",
 			[
-				lib.display(s.resource), lib.display(s.waypoint), lib.enumerate_ids(policies, 3),
-				lib.plural(count(policies), "applies", "apply"), routes_text(routes),
-				lib.plural(count(policies), "it", "them"), s.namespace, headless_text(s.resource),
+				data.meshward.lib.display(s.resource), data.meshward.lib.display(s.waypoint), data.meshward.lib.enumerate_ids(policies, 3),
+				data.meshward.lib.plural(count(policies), "applies", "apply"), routes_text(routes),
+				data.meshward.lib.plural(count(policies), "it", "them"), s.namespace, headless_text(s.resource),
 			],
 		),
 	}
 }
 
-routes_text(routes) := lib.enumerate([sprintf("%s via gateway %s", [lib.display(pair[0]), pair[1]]) | some pair in routes], 3)
+routes_text(routes) := data.meshward.lib.enumerate([sprintf("%s via gateway %s", [data.meshward.lib.display(pair[0]), pair[1]]) | some pair in routes], 3)

@@ -11,20 +11,18 @@ package meshward.rules.ambient_authz
 
 import rego.v1
 
-import data.meshward.lib
-
 # ---------------------------------------------------------------------------
 # model parts and indexes
 
-ztunnel_authz := lib.array_of(object.get(lib.model, "ztunnel_authz", []))
+ztunnel_authz := data.meshward.lib.array_of(object.get(data.meshward.lib.model, "ztunnel_authz", []))
 
-target_refs := lib.array_of(object.get(lib.model, "target_refs", []))
+target_refs := data.meshward.lib.array_of(object.get(data.meshward.lib.model, "target_refs", []))
 
-waypoints := lib.array_of(object.get(lib.model, "waypoints", []))
+waypoints := data.meshward.lib.array_of(object.get(data.meshward.lib.model, "waypoints", []))
 
-waypoint_services := lib.array_of(object.get(lib.model, "waypoint_services", []))
+waypoint_services := data.meshward.lib.array_of(object.get(data.meshward.lib.model, "waypoint_services", []))
 
-waypoint_bindings := lib.array_of(object.get(lib.model, "waypoint_bindings", []))
+waypoint_bindings := data.meshward.lib.array_of(object.get(data.meshward.lib.model, "waypoint_bindings", []))
 
 # The kinds these rules read, by id. Sets: one id may stand for several copies (two
 # roots deploy one object); the first copy is read.
@@ -35,7 +33,7 @@ indexed_kinds := [
 
 by_id[r.id] contains r if {
 	some kind in indexed_kinds
-	some r in lib.resources(kind)
+	some r in data.meshward.lib.resources(kind)
 }
 
 body_of(id) := b if {
@@ -60,30 +58,30 @@ waypoint_of(id) := w if {
 # Ambient workload id -> the waypoints (Gateway ids) its traffic goes through: its
 # own (traffic addressed to its pods) and its Services' (traffic addressed to them).
 workload_waypoints[w.id] contains g if {
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	w.ambient == true
 	g := w.waypoint
 	is_string(g)
 }
 
 workload_waypoints[w.id] contains g if {
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	w.ambient == true
-	some g in lib.array_of(object.get(w, "service_waypoints", []))
+	some g in data.meshward.lib.array_of(object.get(w, "service_waypoints", []))
 }
 
 # A policy attaches by targetRef(s): it goes to waypoints only, never to ztunnel or
 # sidecars (policyattachment.go).
-has_target_refs(spec) if not object.get(spec, "targetRefs", null) in lib.empty_values
+has_target_refs(spec) if not object.get(spec, "targetRefs", null) in data.meshward.lib.empty_values
 
-has_target_refs(spec) if not object.get(spec, "targetRef", null) in lib.empty_values
+has_target_refs(spec) if not object.get(spec, "targetRef", null) in data.meshward.lib.empty_values
 
 # Ids as a set: one workload deployed twice is one workload.
 id_set(ids) := {i | some i in ids}
 
-ids_text(ids) := lib.enumerate_ids(id_set(ids), 3)
+ids_text(ids) := data.meshward.lib.enumerate_ids(id_set(ids), 3)
 
-workloads_text(ids) := sprintf("%s %s", [lib.plural(count(id_set(ids)), "ambient workload", "ambient workloads"), ids_text(ids)])
+workloads_text(ids) := sprintf("%s %s", [data.meshward.lib.plural(count(id_set(ids)), "ambient workload", "ambient workloads"), ids_text(ids)])
 
 sidecar_text(n) := " Its workload with a sidecar still enforces it as written." if {
 	n == 1
@@ -122,13 +120,13 @@ str_match(pattern, value) if {
 services_serving(ids) := {s |
 	idset := {i | some i in ids}
 	some s in waypoint_services
-	some sel in lib.array_of(s.selects)
+	some sel in data.meshward.lib.array_of(s.selects)
 	sel in idset
 }
 
 own_waypoints(ids) := {g |
 	idset := {i | some i in ids}
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	w.id in idset
 	g := w.waypoint
 	is_string(g)
@@ -136,13 +134,13 @@ own_waypoints(ids) := {g |
 
 waypoint_fix(ids) := sprintf(
 	"bind it to the waypoint with targetRefs (kind: Service, group: \"\", name: %s; %s serves %s)",
-	[lib.enumerate({s.name | some s in svcs}, 3), lib.enumerate_ids({s.waypoint | some s in svcs}, 2), lib.plural(count(svcs), "it", "them")],
+	[data.meshward.lib.enumerate({s.name | some s in svcs}, 3), data.meshward.lib.enumerate_ids({s.waypoint | some s in svcs}, 2), data.meshward.lib.plural(count(svcs), "it", "them")],
 ) if {
 	svcs := services_serving(ids)
 	count(svcs) > 0
 } else := sprintf(
 	"bind it to waypoint %s with targetRefs (kind: Gateway, group: gateway.networking.k8s.io, the policy in the waypoint's namespace)",
-	[lib.enumerate_ids(gs, 2)],
+	[data.meshward.lib.enumerate_ids(gs, 2)],
 ) if {
 	gs := own_waypoints(ids)
 	count(gs) > 0
@@ -178,20 +176,20 @@ field_path(i, field) := p if {
 
 field_text(i, field) := sprintf("rules[%d].%s", [i, replace(field, ".key ", ".key: ")])
 
-rules_with(z, outcome) := [r | some r in lib.array_of(z.rules); r.outcome == outcome]
+rules_with(z, outcome) := [r | some r in data.meshward.lib.array_of(z.rules); r.outcome == outcome]
 
-fields_of(rules) := [field_text(r.index, f) | some r in rules; some f in lib.array_of(r.l7_fields)]
+fields_of(rules) := [field_text(r.index, f) | some r in rules; some f in data.meshward.lib.array_of(r.l7_fields)]
 
 rule_names(rules) := concat(", ", [sprintf("rules[%d]", [r.index]) | some r in rules])
 
 first_field_path(rules) := field_path(r.index, r.l7_fields[0]) if {
 	r := rules[0]
-	count(lib.array_of(r.l7_fields)) > 0
+	count(data.meshward.lib.array_of(r.l7_fields)) > 0
 } else := ["spec", "rules", rules[0].index]
 
 l7_intro(z) := sprintf(
 	"%s (%s) has no targetRefs, so ztunnel, which sees no HTTP, enforces it for %s",
-	[lib.display(z.resource), z.action, workloads_text(z.ambient_workloads)],
+	[data.meshward.lib.display(z.resource), z.action, workloads_text(z.ambient_workloads)],
 )
 
 l4_fix := "or rewrite the rules with L4 fields only (principals, namespaces, serviceAccounts, ipBlocks, ports), which ztunnel enforces"
@@ -217,7 +215,7 @@ other_allows(z) := {o.resource |
 
 refused_text(z) := sprintf(
 	"Connections to them are refused (connection reset, curl exit 56) unless %s admits them",
-	[lib.enumerate_ids(others, 3)],
+	[data.meshward.lib.enumerate_ids(others, 3)],
 ) if {
 	others := other_allows(z)
 	count(others) > 0
@@ -225,29 +223,29 @@ refused_text(z) := sprintf(
 
 l7_effect(z) := sprintf(
 	"%s: every rule uses HTTP fields (%s), so ztunnel drops them all and keeps an ALLOW policy with no rules, which matches nothing. %s, whoever the caller.",
-	[l7_intro(z), lib.enumerate(fields_of(rules_with(z, "dropped")), 4), refused_text(z)],
+	[l7_intro(z), data.meshward.lib.enumerate(fields_of(rules_with(z, "dropped")), 4), refused_text(z)],
 ) if {
 	z.outcome == "denies-all"
 } else := sprintf(
 	"%s: %s use HTTP fields (%s), so ztunnel drops %s whole, L4 parts included, and enforces only %s. Callers that only the dropped rules allowed are refused (connection reset, curl exit 56).",
-	[l7_intro(z), rule_names(dropped), lib.enumerate(fields_of(dropped), 4), lib.plural(count(dropped), "that rule", "those rules"), rule_names(rules_with(z, "kept"))],
+	[l7_intro(z), rule_names(dropped), data.meshward.lib.enumerate(fields_of(dropped), 4), data.meshward.lib.plural(count(dropped), "that rule", "those rules"), rule_names(rules_with(z, "kept"))],
 ) if {
 	z.outcome == "stricter"
 	dropped := rules_with(z, "dropped")
 } else := sprintf(
 	"%s: once ztunnel removes the HTTP fields (%s) no rule can match a connection, so the policy denies nothing. It passes although you meant to deny: the requests it was written to stop reach the pods.",
-	[l7_intro(z), lib.enumerate(fields_of(rules_with(z, "never-fires")), 4)],
+	[l7_intro(z), data.meshward.lib.enumerate(fields_of(rules_with(z, "never-fires")), 4)],
 ) if {
 	z.outcome == "ignored"
 } else := sprintf(
 	"%s: %s can no longer match a connection once ztunnel removes their HTTP fields (%s), so the requests they were written to stop pass although you meant to deny them and reach the pods.%s",
-	[l7_intro(z), rule_names(never), lib.enumerate(fields_of(never), 4), widened_text(rules_with(z, "widened"), z)],
+	[l7_intro(z), rule_names(never), data.meshward.lib.enumerate(fields_of(never), 4), widened_text(rules_with(z, "widened"), z)],
 ) if {
 	z.outcome == "partly-ignored"
 	never := rules_with(z, "never-fires")
 } else := sprintf(
 	"%s: ztunnel removes the HTTP fields (%s) and keeps the L4 part of the same rules, so%s",
-	[l7_intro(z), lib.enumerate(fields_of(widened), 4), widened_text(widened, z)],
+	[l7_intro(z), data.meshward.lib.enumerate(fields_of(widened), 4), widened_text(widened, z)],
 ) if {
 	z.outcome == "wider"
 	widened := rules_with(z, "widened")
@@ -255,7 +253,7 @@ l7_effect(z) := sprintf(
 
 widened_text(widened, z) := sprintf(
 	" %s %s every connection that matches what is left (%s), not only the requests the HTTP fields picked out: those callers get a connection reset (curl exit 56).",
-	[rule_names(widened), lib.plural(count(widened), "denies", "deny"), l4_text(z.resource, widened[0].index)],
+	[rule_names(widened), data.meshward.lib.plural(count(widened), "denies", "deny"), l4_text(z.resource, widened[0].index)],
 ) if {
 	count(widened) > 0
 } else := ""
@@ -268,24 +266,24 @@ values_text(v) := concat(", ", [sprintf("%v", [x]) | some x in v]) if is_array(v
 
 # What ztunnel keeps of a DENY rule, e.g. "to.operation.ports 8080".
 l4_text(id, i) := t if {
-	rule := lib.array_of(spec_at(id).rules)[i]
+	rule := data.meshward.lib.array_of(spec_at(id).rules)[i]
 	parts := array.concat(
 		array.concat(
 			[sprintf("from.source.%s %s", [k, values_text(v)]) |
-				some fr in lib.array_of(lib.get(rule, "from", []))
-				some k, v in lib.get(fr, "source", {})
+				some fr in data.meshward.lib.array_of(data.meshward.lib.get(rule, "from", []))
+				some k, v in data.meshward.lib.get(fr, "source", {})
 				k in l4_source
-				lib.non_empty(v)
+				data.meshward.lib.non_empty(v)
 			],
 			[sprintf("to.operation.%s %s", [k, values_text(v)]) |
-				some op in lib.array_of(lib.get(rule, "to", []))
-				some k, v in lib.get(op, "operation", {})
+				some op in data.meshward.lib.array_of(data.meshward.lib.get(rule, "to", []))
+				some k, v in data.meshward.lib.get(op, "operation", {})
 				k in {"ports", "notPorts"}
-				lib.non_empty(v)
+				data.meshward.lib.non_empty(v)
 			],
 		),
 		[sprintf("when %s %s", [c.key, values_text(object.get(c, "values", object.get(c, "notValues", [])))]) |
-			some c in lib.array_of(lib.get(rule, "when", []))
+			some c in data.meshward.lib.array_of(data.meshward.lib.get(rule, "when", []))
 			c.key in l4_when
 		],
 	)
@@ -304,7 +302,7 @@ findings contains f if {
 		"resource": z.resource,
 		"path": first_field_path(rules),
 		"subjects": sort(id_set(z.ambient_workloads)),
-		"message": concat("", [l7_effect(z), sidecar_text(lib.num(z.sidecar_workloads)), l7_fix(z)]),
+		"message": concat("", [l7_effect(z), sidecar_text(data.meshward.lib.num(z.sidecar_workloads)), l7_fix(z)]),
 	}
 }
 
@@ -322,17 +320,17 @@ provider_text(id) := sprintf(" (provider %s)", [p]) if {
 
 not_sent_message(z) := sprintf(
 	"%s carries istio.io/dry-run: \"true\", and istiod does not send dry-run policies to ztunnel unless it runs with AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY=true (then ztunnel must be 1.29 or later, or it enforces the policy instead of logging it): for %s nothing records what it would have allowed or denied.%s To try it out there, set that istiod variable, or %s.",
-	[lib.display(z.resource), workloads_text(z.ambient_workloads), sidecar_text(lib.num(z.sidecar_workloads)), waypoint_fix(z.ambient_workloads)],
+	[data.meshward.lib.display(z.resource), workloads_text(z.ambient_workloads), sidecar_text(data.meshward.lib.num(z.sidecar_workloads)), waypoint_fix(z.ambient_workloads)],
 ) if {
 	z.dry_run == true
 } else := sprintf(
 	"%s (CUSTOM%s) has no targetRefs, so it is meant for %s at ztunnel, and ztunnel takes no CUSTOM policy (istiod does not send it): the external authorizer is never asked, and requests to them pass unchecked.%s Fix: %s%s; the waypoint calls the external authorizer.",
-	[lib.display(z.resource), provider_text(z.resource), workloads_text(z.ambient_workloads), sidecar_text(lib.num(z.sidecar_workloads)), waypoint_fix(z.ambient_workloads), bypass_text],
+	[data.meshward.lib.display(z.resource), provider_text(z.resource), workloads_text(z.ambient_workloads), sidecar_text(data.meshward.lib.num(z.sidecar_workloads)), waypoint_fix(z.ambient_workloads), bypass_text],
 ) if {
 	z.action == "CUSTOM"
 } else := sprintf(
 	"%s (%s) has no targetRefs, so it is meant for %s at ztunnel, and ztunnel takes no AUDIT policy (istiod does not send it): nothing sent to them is audited.%s Fix: %s.",
-	[lib.display(z.resource), z.action, workloads_text(z.ambient_workloads), sidecar_text(lib.num(z.sidecar_workloads)), waypoint_fix(z.ambient_workloads)],
+	[data.meshward.lib.display(z.resource), z.action, workloads_text(z.ambient_workloads), sidecar_text(data.meshward.lib.num(z.sidecar_workloads)), waypoint_fix(z.ambient_workloads)],
 )
 
 findings contains f if {
@@ -367,7 +365,7 @@ findings contains f if {
 
 needs_waypoint_kinds := {"RequestAuthentication", "Telemetry", "WasmPlugin", "EnvoyFilter"}
 
-selector_ids contains s.resource if some s in lib.model_selectors
+selector_ids contains s.resource if some s in data.meshward.lib.model_selectors
 
 # Telemetry without a selector applies at waypoints; only a selector's is lost.
 lost_scope(s) if s.kind != "Telemetry"
@@ -375,43 +373,43 @@ lost_scope(s) if s.kind != "Telemetry"
 lost_scope(s) if s.scope == "workload"
 
 unreached contains u if {
-	some s in lib.model_selectors
+	some s in data.meshward.lib.model_selectors
 	s.kind in needs_waypoint_kinds
-	ids := lib.array_of(object.get(s, "ambient_matches", []))
+	ids := data.meshward.lib.array_of(object.get(s, "ambient_matches", []))
 	count(ids) > 0
 	lost_scope(s)
 	not has_target_refs(spec_at(s.resource))
 	u := {
 		"resource": s.resource, "kind": s.kind, "namespace": s.namespace, "scope": s.scope,
-		"ambient": ids, "sidecars": count([m | some m in lib.array_of(s.matches); startswith(m, "WorkloadEntry/") == false]),
+		"ambient": ids, "sidecars": count([m | some m in data.meshward.lib.array_of(s.matches); startswith(m, "WorkloadEntry/") == false]),
 		"path": selector_path(s),
 	}
 }
 
-selector_path(s) := s.path if count(lib.array_of(s.path)) > 0 else := ["spec"]
+selector_path(s) := s.path if count(data.meshward.lib.array_of(s.path)) > 0 else := ["spec"]
 
 # A WasmPlugin without a selector applies to every workload of its namespace (every
 # namespace from the root namespace); the model lists selector-less ones of the
 # namespace-wide kinds only.
 unreached contains u if {
-	some r in lib.resources("WasmPlugin")
+	some r in data.meshward.lib.resources("WasmPlugin")
 	is_string(r.namespace)
 	not selector_ids[r.id]
-	not has_target_refs(lib.spec_of(r))
-	ids := [w.id | some w in lib.model_workloads; w.ambient == true; in_scope(r.namespace, w.namespace)]
+	not has_target_refs(data.meshward.lib.spec_of(r))
+	ids := [w.id | some w in data.meshward.lib.model_workloads; w.ambient == true; in_scope(r.namespace, w.namespace)]
 	count(ids) > 0
 	u := {
 		"resource": r.id, "kind": "WasmPlugin", "namespace": r.namespace, "scope": scope_of(r.namespace),
-		"ambient": ids, "sidecars": count([w | some w in lib.model_workloads; w.proxy == true; in_scope(r.namespace, w.namespace)]),
+		"ambient": ids, "sidecars": count([w | some w in data.meshward.lib.model_workloads; w.proxy == true; in_scope(r.namespace, w.namespace)]),
 		"path": ["spec"],
 	}
 }
 
-in_scope(policy_ns, _) if policy_ns == lib.root_namespace
+in_scope(policy_ns, _) if policy_ns == data.meshward.lib.root_namespace
 
 in_scope(policy_ns, ns) if policy_ns == ns
 
-scope_of(ns) := "mesh" if ns == lib.root_namespace else := "namespace"
+scope_of(ns) := "mesh" if ns == data.meshward.lib.root_namespace else := "namespace"
 
 reach_text(u) := sprintf("selects %s", [workloads_text(u.ambient)]) if u.scope == "workload"
 else := sprintf("applies mesh-wide, also to %s", [workloads_text(u.ambient)]) if u.scope == "mesh"
@@ -419,14 +417,14 @@ else := sprintf("applies to every workload of namespace %s, also to %s", [u.name
 
 needs_waypoint_severity := {"RequestAuthentication": "error", "Telemetry": "warning", "WasmPlugin": "warning", "EnvoyFilter": "warning"}
 
-issuers_text(id) := sprintf(" (issuer %s)", [lib.enumerate(iss, 2)]) if {
-	iss := {i | some rule in lib.array_of(spec_at(id).jwtRules); i := rule.issuer; is_string(i)}
+issuers_text(id) := sprintf(" (issuer %s)", [data.meshward.lib.enumerate(iss, 2)]) if {
+	iss := {i | some rule in data.meshward.lib.array_of(spec_at(id).jwtRules); i := rule.issuer; is_string(i)}
 	count(iss) > 0
 } else := ""
 
 claims_text(id) := " The claims it copies to headers (outputClaimToHeaders) are not set either." if {
-	some rule in lib.array_of(spec_at(id).jwtRules)
-	count(lib.array_of(object.get(rule, "outputClaimToHeaders", []))) > 0
+	some rule in data.meshward.lib.array_of(spec_at(id).jwtRules)
+	count(data.meshward.lib.array_of(object.get(rule, "outputClaimToHeaders", []))) > 0
 } else := ""
 
 # AuthorizationPolicies at ztunnel that check JWTs for the same workloads.
@@ -435,8 +433,8 @@ jwt_policies(ids) := {z.resource |
 	some z in ztunnel_authz
 	some i in z.ambient_workloads
 	i in idset
-	some r in lib.array_of(z.rules)
-	some fld in lib.array_of(r.l7_fields)
+	some r in data.meshward.lib.array_of(z.rules)
+	some fld in data.meshward.lib.array_of(r.l7_fields)
 	jwt_field(fld)
 }
 
@@ -446,7 +444,7 @@ jwt_field(fld) if contains(fld, "request.auth.")
 
 jwt_text(ids) := sprintf(
 	" %s, which checks request principals for them, does not help: ztunnel cannot see a JWT, so it drops ALLOW rules naming request principals (those callers are refused) and DENY rules on them never fire (requests without a valid token pass); see ambient/l7-policy-at-ztunnel.",
-	[lib.enumerate_ids(ps, 3)],
+	[data.meshward.lib.enumerate_ids(ps, 3)],
 ) if {
 	ps := jwt_policies(ids)
 	count(ps) > 0
@@ -477,7 +475,7 @@ kind_fix(u) := sprintf(" Fix: a waypoint takes an EnvoyFilter only bound to it w
 
 serving_waypoints(ids) := {s.waypoint | some s in services_serving(ids)} | own_waypoints(ids)
 
-envoyfilter_fix(ids) := sprintf("bind it to %s, which serves them", [lib.enumerate_ids(gs, 2)]) if {
+envoyfilter_fix(ids) := sprintf("bind it to %s, which serves them", [data.meshward.lib.enumerate_ids(gs, 2)]) if {
 	gs := serving_waypoints(ids)
 	count(gs) > 0
 } else := "no waypoint serves them: add one (a Gateway with gatewayClassName: istio-waypoint and a listener named mesh on port 15008, protocol HBONE), label their Service istio.io/use-waypoint=<waypoint name>, and bind the EnvoyFilter to that Gateway"
@@ -492,7 +490,7 @@ findings contains f if {
 		"subjects": sort(id_set(u.ambient)),
 		"message": sprintf(
 			"%s %s: %s%s%s",
-			[lib.display(u.resource), reach_text(u), kind_effect(u), sidecar_text(u.sidecars), kind_fix(u)],
+			[data.meshward.lib.display(u.resource), reach_text(u), kind_effect(u), sidecar_text(u.sidecars), kind_fix(u)],
 		),
 	}
 }
@@ -522,7 +520,7 @@ security_control(t) if {
 
 # Numbers for indexes: the model writes the path as strings.
 ref_path(t) := [step |
-	some s in lib.array_of(t.path)
+	some s in data.meshward.lib.array_of(t.path)
 	step := to_number_if_index(s)
 ]
 
@@ -537,12 +535,12 @@ namespace_of(id) := ns if {
 	ns := parts[1]
 } else := ""
 
-targets_in(kind, ns) := {r.name | some r in lib.resources(kind); r.namespace == ns}
+targets_in(kind, ns) := {r.name | some r in data.meshward.lib.resources(kind); r.namespace == ns}
 
 # Why a target reaches no waypoint: {"text": the fact, "unless": what would make the
 # finding wrong when the repository cannot tell ("" when it can)}.
 target_problem(t) := {
-	"text": sprintf("there is no %s %s in namespace %s (%ss there: %s)", [t.target_kind, t.target_name, ns, t.target_kind, lib.enumerate(others, 5)]),
+	"text": sprintf("there is no %s %s in namespace %s (%ss there: %s)", [t.target_kind, t.target_name, ns, t.target_kind, data.meshward.lib.enumerate(others, 5)]),
 	"unless": "",
 } if {
 	t.state == "not-found"
@@ -573,15 +571,15 @@ target_problem(t) := {
 	"unless": "",
 } if {
 	t.state == "not-bound"
-	labels := lib.get(lib.get(body_of(target_id(t)), "metadata", {}), "labels", {})
-	lib.get(labels, "istio.io/use-waypoint", null) == "none"
+	labels := data.meshward.lib.get(data.meshward.lib.get(body_of(target_id(t)), "metadata", {}), "labels", {})
+	data.meshward.lib.get(labels, "istio.io/use-waypoint", null) == "none"
 } else := {
 	"text": sprintf("no waypoint serves %s %s: neither it nor namespace %s carries istio.io/use-waypoint, as far as this repository says", [t.target_kind, t.target_name, ns]),
 	"unless": sprintf("unless the labels of namespace %s, which this repository does not declare, name a waypoint", [ns]),
 } if {
 	t.state == "not-bound"
 	ns := namespace_of(t.resource)
-	lib.model_namespaces[ns].labels_known == false
+	data.meshward.lib.model_namespaces[ns].labels_known == false
 } else := {
 	"text": sprintf("no waypoint serves %s %s: neither it nor namespace %s carries istio.io/use-waypoint", [t.target_kind, t.target_name, namespace_of(t.resource)]),
 	"unless": "",
@@ -616,7 +614,7 @@ stranded_by_binding(t) if {
 rejected(t) if {
 	spec := spec_at(t.resource)
 	has_target_refs(spec)
-	not object.get(spec, "selector", null) in lib.empty_values
+	not object.get(spec, "selector", null) in data.meshward.lib.empty_values
 }
 
 target_id(t) := sprintf("%s/%s/%s", [t.target_kind, namespace_of(t.resource), t.target_name])
@@ -644,7 +642,7 @@ waypoints_in(ns) := {w.name | some w in waypoints; w.namespace == ns; w.waypoint
 
 unbound_fix(t) := sprintf(
 	"label %s %s istio.io/use-waypoint=%s (a waypoint of namespace %s), or target a %s a waypoint serves",
-	[t.target_kind, t.target_name, lib.enumerate(wps, 2), ns, t.target_kind],
+	[t.target_kind, t.target_name, data.meshward.lib.enumerate(wps, 2), ns, t.target_kind],
 ) if {
 	t.state == "not-bound"
 	ns := namespace_of(t.resource)
@@ -657,7 +655,7 @@ unbound_fix(t) := sprintf(
 	t.state == "not-bound"
 } else := sprintf(
 	"target the right name (waypoints in namespace %s: %s)",
-	[namespace_of(t.resource), lib.enumerate(wps, 3)],
+	[namespace_of(t.resource), data.meshward.lib.enumerate(wps, 3)],
 ) if {
 	t.target_kind == "Gateway"
 	wps := waypoints_in(namespace_of(t.resource))
@@ -684,7 +682,7 @@ findings contains f if {
 		"path": ref_path(t),
 		"message": sprintf(
 			"%s targets %s %s, but %s. A policy with targetRefs applies only at a waypoint, never at sidecars or ztunnel, so %sthis one applies nowhere: %s. Fix: %s.",
-			[lib.display(t.resource), t.target_kind, t.target_name, p.text, unless_text(p), unbound_effect(t), unbound_fix(t)],
+			[data.meshward.lib.display(t.resource), t.target_kind, t.target_name, p.text, unless_text(p), unbound_effect(t), unbound_fix(t)],
 		),
 	}
 }
@@ -702,27 +700,27 @@ findings contains f if {
 identity_fields := {"principals", "namespaces", "serviceAccounts"}
 
 kept_rules(z) := [[r.index, rule] |
-	rules := lib.array_of(spec_at(z.resource).rules)
-	some r in lib.array_of(z.rules)
+	rules := data.meshward.lib.array_of(spec_at(z.resource).rules)
+	some r in data.meshward.lib.array_of(z.rules)
 	r.outcome == "kept"
 	rule := rules[r.index]
 	is_object(rule)
 ]
 
 names_identity(rule) if {
-	some fr in lib.array_of(lib.get(rule, "from", []))
+	some fr in data.meshward.lib.array_of(data.meshward.lib.get(rule, "from", []))
 	some k in identity_fields
-	lib.non_empty(lib.get(lib.get(fr, "source", {}), k, null))
+	data.meshward.lib.non_empty(data.meshward.lib.get(data.meshward.lib.get(fr, "source", {}), k, null))
 }
 
 any_match(patterns, value) if {
-	some p in lib.array_of(patterns)
+	some p in data.meshward.lib.array_of(patterns)
 	str_match(p, value)
 }
 
 # serviceAccounts: "ns/name", a bare name is the policy's namespace.
 sa_match(patterns, policy_ns, wp) if {
-	some p in lib.array_of(patterns)
+	some p in data.meshward.lib.array_of(patterns)
 	is_string(p)
 	qualified(p, policy_ns) == concat("/", [wp.namespace, wp.name])
 }
@@ -750,7 +748,7 @@ field_ok(_, "notIpBlocks", _, _) := true
 
 source_admits(src, ns, wp) if {
 	is_object(src)
-	set := [k | some k, v in src; k in l4_source; lib.non_empty(v)]
+	set := [k | some k, v in src; k in l4_source; data.meshward.lib.non_empty(v)]
 	count(set) > 0
 	every k in set {
 		field_ok(src, k, ns, wp)
@@ -760,7 +758,7 @@ source_admits(src, ns, wp) if {
 # `when` on the caller's identity must hold for the waypoint too; other keys are not
 # about who calls.
 when_admits(rule, wp) if {
-	every c in lib.array_of(lib.get(rule, "when", [])) {
+	every c in data.meshward.lib.array_of(data.meshward.lib.get(rule, "when", [])) {
 		condition_admits(c, wp)
 	}
 }
@@ -780,18 +778,18 @@ condition_admits(c, wp) if {
 
 condition_admits(c, wp) if {
 	v := condition_value(c, wp)
-	object.get(c, "values", null) in lib.empty_values
+	object.get(c, "values", null) in data.meshward.lib.empty_values
 	not any_match(object.get(c, "notValues", []), v)
 }
 
 rule_admits(rule, ns, wp) if {
-	count(lib.array_of(lib.get(rule, "from", []))) == 0
+	count(data.meshward.lib.array_of(data.meshward.lib.get(rule, "from", []))) == 0
 	when_admits(rule, wp)
 }
 
 rule_admits(rule, ns, wp) if {
-	some fr in lib.array_of(lib.get(rule, "from", []))
-	source_admits(lib.get(fr, "source", {}), ns, wp)
+	some fr in data.meshward.lib.array_of(data.meshward.lib.get(rule, "from", []))
+	source_admits(data.meshward.lib.get(fr, "source", {}), ns, wp)
 	when_admits(rule, wp)
 }
 
@@ -840,16 +838,16 @@ identity_rule_path(id) := ["spec", "rules", i, "from"] if {
 } else := ["spec", "rules"]
 
 # How traffic reaches the waypoint: through which Services, or addressed to the pods.
-via_text(g, ids) := sprintf("traffic to Service %s goes through waypoint %s", [lib.enumerate({s.name | some s in svcs}, 3), lib.display(g)]) if {
+via_text(g, ids) := sprintf("traffic to Service %s goes through waypoint %s", [data.meshward.lib.enumerate({s.name | some s in svcs}, 3), data.meshward.lib.display(g)]) if {
 	idset := {i | some i in ids}
 	svcs := {s |
 		some s in waypoint_services
 		s.waypoint == g
-		some sel in lib.array_of(s.selects)
+		some sel in data.meshward.lib.array_of(s.selects)
 		sel in idset
 	}
 	count(svcs) > 0
-} else := sprintf("traffic addressed to their pods goes through waypoint %s", [lib.display(g)])
+} else := sprintf("traffic addressed to their pods goes through waypoint %s", [data.meshward.lib.display(g)])
 
 hidden_keys := {[p, g] | some [p, g, _] in hidden}
 
@@ -865,7 +863,7 @@ findings contains f if {
 		"subjects": sort(id_set(ids)),
 		"message": sprintf(
 			"%s (ALLOW, no targetRefs, enforced by ztunnel) admits callers by identity, but for %s %s, and the destination's ztunnel sees the waypoint's identity %s, not the caller's. No ALLOW rule of theirs admits it, so ztunnel refuses the waypoint's connection and callers sent through it get 503 from the waypoint, even those this policy allows (sidecar clients, which skip service waypoints, still pass). Fix: add principal %s to this policy, or move the caller rule to the waypoint with targetRefs (the waypoint sees the real caller); istiod's PILOT_AUTO_ALLOW_WAYPOINT_POLICY=true also admits waypoints.",
-			[lib.display(policy), workloads_text(ids), via_text(g, ids), wp.principal, wp.principal],
+			[data.meshward.lib.display(policy), workloads_text(ids), via_text(g, ids), wp.principal, wp.principal],
 		),
 	}
 }
@@ -890,28 +888,28 @@ else := ["spec", "portLevelMtls", port, "mode"] if {
 
 # Ambient workloads a more specific policy with a mode of its own takes away.
 overridden contains id if {
-	some pa in lib.model_peer_authentications
+	some pa in data.meshward.lib.model_peer_authentications
 	pa.scope == "workload"
-	pa.namespace != lib.root_namespace
+	pa.namespace != data.meshward.lib.root_namespace
 	pa.mode != "UNSET"
-	some id in lib.array_of(pa.ambient)
+	some id in data.meshward.lib.array_of(pa.ambient)
 }
 
-governed(pa) := [id | some id in lib.array_of(pa.ambient); not id in overridden] if pa.scope != "workload"
-else := lib.array_of(pa.ambient)
+governed(pa) := [id | some id in data.meshward.lib.array_of(pa.ambient); not id in overridden] if pa.scope != "workload"
+else := data.meshward.lib.array_of(pa.ambient)
 
-sidecar_ids := {w.id | some w in lib.model_workloads; w.proxy == true}
+sidecar_ids := {w.id | some w in data.meshward.lib.model_workloads; w.proxy == true}
 
 disable_text(pa) := "mTLS mode DISABLE" if pa.mode == "DISABLE"
 else := sprintf("mode DISABLE on port %s", [disable_path(pa)[2]])
 
 findings contains f if {
-	some pa in lib.model_peer_authentications
+	some pa in data.meshward.lib.model_peer_authentications
 	path := disable_path(pa)
 	not root_selector(pa)
 	ids := governed(pa)
 	count(ids) > 0
-	sidecars := [id | some id in lib.array_of(pa.workloads); id in sidecar_ids]
+	sidecars := [id | some id in data.meshward.lib.array_of(pa.workloads); id in sidecar_ids]
 	f := {
 		"rule": "ambient/peer-authn-disable-ignored",
 		"severity": disable_severity(sidecars),
@@ -920,7 +918,7 @@ findings contains f if {
 		"subjects": sort(id_set(ids)),
 		"message": sprintf(
 			"%s sets %s for %s, but ztunnel keeps mTLS (HBONE) between captured pods whatever PeerAuthentication says: for them DISABLE means PERMISSIVE, plaintext from clients outside the mesh is accepted and a STRICT set above it no longer applies, while their mesh traffic stays encrypted.%s Fix: set PERMISSIVE for the ambient workloads to say what happens%s.",
-			[lib.display(pa.resource), disable_text(pa), workloads_text(ids), sidecar_disable_text(sidecars), sidecar_fix(sidecars)],
+			[data.meshward.lib.display(pa.resource), disable_text(pa), workloads_text(ids), sidecar_disable_text(sidecars), sidecar_fix(sidecars)],
 		),
 	}
 }
@@ -929,10 +927,10 @@ disable_severity(sidecars) := "info" if count(sidecars) > 0 else := "warning"
 
 root_selector(pa) if {
 	pa.scope == "workload"
-	pa.namespace == lib.root_namespace
+	pa.namespace == data.meshward.lib.root_namespace
 }
 
-sidecar_disable_text(sidecars) := sprintf(" For %s with a sidecar it does turn mTLS off: their proxies accept plaintext only, so mesh traffic to them is unencrypted.", [lib.enumerate_ids(sidecars, 3)]) if {
+sidecar_disable_text(sidecars) := sprintf(" For %s with a sidecar it does turn mTLS off: their proxies accept plaintext only, so mesh traffic to them is unencrypted.", [data.meshward.lib.enumerate_ids(sidecars, 3)]) if {
 	count(sidecars) > 0
 } else := ""
 

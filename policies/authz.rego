@@ -3,8 +3,6 @@ package meshward.rules.authz
 
 import rego.v1
 
-import data.meshward.lib
-
 # ---------------------------------------------------------------------------
 # authz/selector-and-target-ref (error)
 
@@ -16,11 +14,11 @@ attach_kinds := ["AuthorizationPolicy", "RequestAuthentication", "Telemetry", "W
 
 findings contains f if {
 	some kind in attach_kinds
-	some r in lib.resources(kind)
+	some r in data.meshward.lib.resources(kind)
 	spec := r.body.spec
 	is_object(spec)
 	count(object.keys(spec) & attach_set) > 1
-	used := [k | some k in attach_fields; not object.get(spec, k, null) in lib.empty_values]
+	used := [k | some k in attach_fields; not object.get(spec, k, null) in data.meshward.lib.empty_values]
 	count(used) > 1
 	f := {
 		"rule": "authz/selector-and-target-ref",
@@ -38,7 +36,7 @@ findings contains f if {
 # The sources of every AuthorizationPolicy rule, with their paths.
 
 sources := [s |
-	some r in lib.resources("AuthorizationPolicy")
+	some r in data.meshward.lib.resources("AuthorizationPolicy")
 	rules := r.body.spec.rules
 	is_array(rules)
 	some i, rule in rules
@@ -76,8 +74,8 @@ exclusive := [
 findings contains f if {
 	some s in sources
 	some [sa_field, others] in exclusive
-	not object.get(s.source, sa_field, null) in lib.empty_values
-	clash := [o | some o in others; not object.get(s.source, o, null) in lib.empty_values]
+	not object.get(s.source, sa_field, null) in data.meshward.lib.empty_values
+	clash := [o | some o in others; not object.get(s.source, o, null) in data.meshward.lib.empty_values]
 	count(clash) > 0
 	f := {
 		"rule": "authz/service-accounts-with-principals",
@@ -94,17 +92,17 @@ findings contains f if {
 # ---------------------------------------------------------------------------
 # authz/unknown-principal (warning)
 
-service_accounts := object.get(lib.model, "service_accounts", {})
+service_accounts := object.get(data.meshward.lib.model, "service_accounts", {})
 
 # ns -> service account names a WorkloadEntry or WorkloadGroup runs as
 # (model.service_accounts, "ns/sa" -> workloads, covers Kubernetes workloads).
 vm_sas_in[we.namespace] contains we.service_account if {
-	some we in lib.model_workload_entries
+	some we in data.meshward.lib.model_workload_entries
 	is_string(we.service_account)
 }
 
 vm_sas_in[r.namespace] contains sa if {
-	some r in lib.resources("WorkloadGroup")
+	some r in data.meshward.lib.resources("WorkloadGroup")
 	sa := r.body.spec.template.serviceAccount
 	is_string(sa)
 }
@@ -113,7 +111,7 @@ vm_sas_in[r.namespace] contains sa if {
 # service account named after its Gateway, which the repository does not hold
 # (ambient/waypoint-hides-caller asks for that principal to be allowed).
 waypoint_sas_in[w.namespace] contains w.name if {
-	some w in lib.array_of(object.get(lib.model, "waypoints", []))
+	some w in data.meshward.lib.array_of(object.get(data.meshward.lib.model, "waypoints", []))
 	w.waypoint_class == true
 }
 
@@ -171,7 +169,7 @@ findings contains f if {
 	}
 }
 
-known_text(ns) := sprintf(" (service accounts in use in %s: %s)", [ns, lib.enumerate(sas_in[ns], 5)]) if {
+known_text(ns) := sprintf(" (service accounts in use in %s: %s)", [ns, data.meshward.lib.enumerate(sas_in[ns], 5)]) if {
 	count(sas_in[ns]) > 0
 } else := ""
 
@@ -186,7 +184,7 @@ findings contains f if {
 		"path": array.concat(s.path, ["principals", k]),
 		"message": sprintf(
 			"%s names principal %s, which is not of the form <trust-domain>/ns/<namespace>/sa/<service-account>%s: it matches no caller, so %s. Write it as %s/ns/<namespace>/sa/<service-account>.",
-			[policy_name(s), json.marshal(p), spiffe_hint(p), no_match_effect(s), lib.trust_domain],
+			[policy_name(s), json.marshal(p), spiffe_hint(p), no_match_effect(s), data.meshward.lib.trust_domain],
 		),
 	}
 }
@@ -197,9 +195,9 @@ spiffe_hint(p) := " (drop the spiffe:// prefix: Istio adds it)" if startswith(p,
 # authz/unknown-namespace (warning, IST0101)
 
 # Namespaces every cluster has, declared in the repository or not.
-always_there(ns) if ns in lib.system_namespaces
+always_there(ns) if ns in data.meshward.lib.system_namespaces
 
-always_there(ns) if ns == lib.root_namespace
+always_there(ns) if ns == data.meshward.lib.root_namespace
 
 always_there(ns) if ns == "default"
 
@@ -210,7 +208,7 @@ findings contains f if {
 	some k, ns in nss
 	is_string(ns)
 	not contains(ns, "*")
-	not lib.model_namespaces[ns]
+	not data.meshward.lib.model_namespaces[ns]
 	not always_there(ns)
 	f := {
 		"rule": "authz/unknown-namespace",
@@ -232,20 +230,20 @@ findings contains f if {
 # changes, so that it presents a new identity.
 # Sets, not objects: one id may stand for several copies (two roots deploy one
 # workload). A copy keeps its identity when any base copy ran as its account.
-base_workloads_by_id[b.id] contains b if some b in lib.base_workloads
+base_workloads_by_id[b.id] contains b if some b in data.meshward.lib.base_workloads
 
-base_groups_by_id[g.id] contains g if some g in lib.base_workload_groups
+base_groups_by_id[g.id] contains g if some g in data.meshward.lib.base_workload_groups
 
 # [id, service account] pairs: a workload whose pair base lacks, and whose id base
 # has, changes identity. Sets of pairs compare natively; the indexes by id are built
 # only when one does (a hundred thousand lookups otherwise, for nothing in most PRs).
 identities(ws) := {[w.id, w.service_account] | some w in ws}
 
-changed_workload_ids := {id | some [id, _] in identities(lib.model_workloads) - identities(lib.base_workloads)} & {b.id | some b in lib.base_workloads}
+changed_workload_ids := {id | some [id, _] in identities(data.meshward.lib.model_workloads) - identities(data.meshward.lib.base_workloads)} & {b.id | some b in data.meshward.lib.base_workloads}
 
 head_workloads_by_id[w.id] contains w if {
 	count(changed_workload_ids) > 0
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 }
 
 sa_changes contains c if {
@@ -254,15 +252,15 @@ sa_changes contains c if {
 	copies := base_workloads_by_id[w.id]
 	not w.service_account in {b.service_account | some b in copies}
 	some b in copies
-	lib.in_mesh(b)
+	data.meshward.lib.in_mesh(b)
 	c := {
 		"id": w.id, "namespace": w.namespace, "old": b.service_account, "new": w.service_account,
-		"path": array.concat(lib.pod_spec_path(w.kind), ["serviceAccountName"]),
+		"path": array.concat(data.meshward.lib.pod_spec_path(w.kind), ["serviceAccountName"]),
 	}
 }
 
 sa_changes contains c if {
-	some g in lib.model_workload_groups
+	some g in data.meshward.lib.model_workload_groups
 	copies := base_groups_by_id[g.id]
 	not g.service_account in {b.service_account | some b in copies}
 	some b in copies
@@ -272,18 +270,18 @@ sa_changes contains c if {
 	}
 }
 
-head_policies := {r.id | some r in lib.resources("AuthorizationPolicy")}
+head_policies := {r.id | some r in data.meshward.lib.resources("AuthorizationPolicy")}
 
 allowed_by(identities, ns, sa) := {p | some p in object.get(identities, [concat("/", [ns, sa]), "allowed_by"], [])}
 
 findings contains f if {
 	some c in sa_changes
 	# ALLOW policies that admitted the old identity and are still there.
-	admitted := allowed_by(lib.base_identities, c.namespace, c.old) & head_policies
+	admitted := allowed_by(data.meshward.lib.base_identities, c.namespace, c.old) & head_policies
 	count(admitted) > 0
-	count(admitted & allowed_by(lib.model_identities, c.namespace, c.new)) == 0
-	callees := {m | some s in lib.model_selectors; s.resource in admitted; some m in s.matches}
-	new_principal := sprintf("%s/ns/%s/sa/%s", [lib.trust_domain, c.namespace, c.new])
+	count(admitted & allowed_by(data.meshward.lib.model_identities, c.namespace, c.new)) == 0
+	callees := {m | some s in data.meshward.lib.model_selectors; s.resource in admitted; some m in s.matches}
+	new_principal := sprintf("%s/ns/%s/sa/%s", [data.meshward.lib.trust_domain, c.namespace, c.new])
 	f := {
 		"rule": "authz/identity-change",
 		"severity": "warning",
@@ -291,11 +289,11 @@ findings contains f if {
 		"path": c.path,
 		"message": sprintf(
 			"%s now runs as service account %s (was %s), so it presents the identity %s, which no ALLOW policy that admitted it names (%s): calls from %s to %s will now get 403 RBAC: access denied (the mTLS connection still succeeds; authorization rejects them). Add principal %s to %s in this change, or keep service account %s.",
-			[lib.display(c.id), c.new, c.old, new_principal, lib.enumerate_ids(admitted, 3), lib.display(c.id), callees_text(callees), new_principal, plural_policies(admitted), c.old],
+			[data.meshward.lib.display(c.id), c.new, c.old, new_principal, data.meshward.lib.enumerate_ids(admitted, 3), data.meshward.lib.display(c.id), callees_text(callees), new_principal, plural_policies(admitted), c.old],
 		),
 	}
 }
 
-callees_text(callees) := lib.enumerate_ids(callees, 3) if count(callees) > 0 else := "the workloads those policies protect"
+callees_text(callees) := data.meshward.lib.enumerate_ids(callees, 3) if count(callees) > 0 else := "the workloads those policies protect"
 
 plural_policies(ps) := "that policy" if count(ps) == 1 else := "those policies"

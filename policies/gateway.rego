@@ -5,9 +5,7 @@ package meshward.rules.gateway
 
 import rego.v1
 
-import data.meshward.lib
-
-traffic := object.get(lib.model, "traffic", {})
+traffic := object.get(data.meshward.lib.model, "traffic", {})
 
 finding(rule, severity, code, resource, path, message) := {
 	"rule": rule,
@@ -28,7 +26,7 @@ findings contains f if {
 	traffic.gateway_pods_known == true
 	f := finding("gateway/selector-matches-nothing", "error", "IST0101", g.resource, g.selector_path, sprintf(
 		"%s selects gateway pods with %s, but no workload of the repository has those labels: no gateway serves its servers, so requests for its hosts are refused (connection refused or 404 at whichever gateway does receive them). Use the labels of the gateway deployment (often istio: ingressgateway).",
-		[lib.display(g.resource), lib.labels_text(g.selector)],
+		[data.meshward.lib.display(g.resource), data.meshward.lib.labels_text(g.selector)],
 	))
 }
 
@@ -39,7 +37,7 @@ findings contains f if {
 	traffic.gateway_pods_known == false
 	f := finding("gateway/selector-matches-nothing", "info", "IST0101", g.resource, g.selector_path, sprintf(
 		"%s selects gateway pods with %s; no workload meshward rendered is a gateway (labelled istio): a gateway installed from a chart meshward does not render, or outside the repository, cannot be checked, so meshward could not check that one has those labels.",
-		[lib.display(g.resource), lib.labels_text(g.selector)],
+		[data.meshward.lib.display(g.resource), data.meshward.lib.labels_text(g.selector)],
 	))
 }
 
@@ -53,7 +51,7 @@ findings contains f if {
 	not s.port in g.service_ports
 	f := finding("gateway/port-not-on-service", "warning", "IST0162", g.resource, s.path, sprintf(
 		"%s listens on port %d, but %s in front of its pods expose%s %s: clients cannot reach that port, so the server is unreachable (connection refused or timeout). Add the port to the gateway Service, or use one of its ports.",
-		[lib.display(g.resource), s.port, lib.enumerate_ids(g.services, 2), plural_s(g.services), ports_text(g.service_ports)],
+		[data.meshward.lib.display(g.resource), s.port, data.meshward.lib.enumerate_ids(g.services, 2), plural_s(g.services), ports_text(g.service_ports)],
 	))
 }
 
@@ -69,7 +67,7 @@ findings contains f if {
 	c.host == ""
 	f := finding("gateway/conflicting", "error", "IST0145", c.resource, c.path, sprintf(
 		"%s and %s both have a server on port %d for the same gateway pods, and their protocols cannot share it (this one is %s; a TCP server shares its port with no other, HTTP only with HTTP and HTTPS): istiod keeps the first and rejects the other, whose hosts are never served. Use different ports, or merge the servers into one Gateway.",
-		[lib.display(c.resource), lib.enumerate_ids(c.others, 3), c.port, protocol_text(c)],
+		[data.meshward.lib.display(c.resource), data.meshward.lib.enumerate_ids(c.others, 3), c.port, protocol_text(c)],
 	))
 }
 
@@ -80,7 +78,7 @@ findings contains f if {
 	c.host != ""
 	f := finding("gateway/conflicting", "error", "IST0145", c.resource, c.path, sprintf(
 		"%s and %s both terminate TLS for host %s on port %d on the same gateway pods: istiod keeps the first server for the host and rejects the other, whose certificate and routes are never served. Merge the servers into one Gateway, or use different hosts or selectors.",
-		[lib.display(c.resource), lib.enumerate_ids(c.others, 3), c.host, c.port],
+		[data.meshward.lib.display(c.resource), data.meshward.lib.enumerate_ids(c.others, 3), c.host, c.port],
 	))
 }
 
@@ -97,7 +95,7 @@ findings contains f if {
 	p.status == "not-found"
 	f := finding("gateway/parent-not-found", "error", null, p.resource, p.path, sprintf(
 		"%s attaches to %s %s, which does not exist: %s. The route is attached nowhere and serves no request. Name an existing %s (namespace defaults to the route's).",
-		[lib.display(p.resource), p.parent_kind, p.written, p.reason, p.parent_kind],
+		[data.meshward.lib.display(p.resource), p.parent_kind, p.written, p.reason, p.parent_kind],
 	))
 }
 
@@ -107,7 +105,7 @@ findings contains f if {
 	not startswith(p.reason, "listener ")
 	f := finding("gateway/parent-not-found", "warning", null, p.resource, p.path, sprintf(
 		"%s attaches to %s %s, which meshward could not check: %s. If it does not exist at runtime, the route serves no request.",
-		[lib.display(p.resource), p.parent_kind, p.written, p.reason],
+		[data.meshward.lib.display(p.resource), p.parent_kind, p.written, p.reason],
 	))
 }
 
@@ -119,7 +117,7 @@ findings contains f if {
 	p.status == "not-allowed"
 	f := finding("gateway/route-not-allowed", "error", null, p.resource, p.path, sprintf(
 		"%s is not accepted by Gateway %s: %s. Its Accepted condition is False and it serves no request through that Gateway. Fix the parentRef (sectionName, port), the route's hostnames, or the listener's allowedRoutes.",
-		[lib.display(p.resource), p.written, p.reason],
+		[data.meshward.lib.display(p.resource), p.written, p.reason],
 	))
 }
 
@@ -129,7 +127,7 @@ findings contains f if {
 	startswith(p.reason, "listener ")
 	f := finding("gateway/route-not-allowed", "warning", null, p.resource, p.path, sprintf(
 		"Whether Gateway %s accepts %s could not be checked: %s. List the namespace's labels under mesh.namespaces in .meshward.yaml, or declare the namespace.",
-		[p.written, lib.display(p.resource), p.reason],
+		[p.written, data.meshward.lib.display(p.resource), p.reason],
 	))
 }
 
@@ -141,7 +139,7 @@ findings contains f if {
 	d.reference_grant == "missing"
 	f := finding("gateway/backend-not-permitted", "error", null, d.resource, d.path, sprintf(
 		"%s sends to Service %s in namespace %s, and no ReferenceGrant there allows %ss from namespace %s: istiod sets ResolvedRefs False (RefNotPermitted) and that backend's share of requests gets HTTP 500. Add a ReferenceGrant in %s from %s %s to this Service.",
-		[lib.display(d.resource), d.host, target_namespace(d), d.kind, d.namespace, target_namespace(d), d.kind, d.namespace],
+		[data.meshward.lib.display(d.resource), d.host, target_namespace(d), d.kind, d.namespace, target_namespace(d), d.kind, d.namespace],
 	))
 }
 
@@ -150,7 +148,7 @@ findings contains f if {
 	d.reference_grant == "unknown"
 	f := finding("gateway/backend-not-permitted", "warning", null, d.resource, d.path, sprintf(
 		"%s sends to Service %s in namespace %s, which the repository does not declare: meshward could not check that a ReferenceGrant there allows it. Without one, that backend's share of requests gets HTTP 500.",
-		[lib.display(d.resource), d.host, target_namespace(d)],
+		[data.meshward.lib.display(d.resource), d.host, target_namespace(d)],
 	))
 }
 

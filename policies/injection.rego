@@ -3,11 +3,9 @@ package meshward.rules.injection
 
 import rego.v1
 
-import data.meshward.lib
-
 # Workload ids of head, per namespace.
 workloads_in[ns] contains w.id if {
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	ns := w.namespace
 }
 
@@ -19,12 +17,12 @@ workloads_in[ns] contains w.id if {
 # not "not injected": injection/namespace-unknown says so instead.
 
 not_injected contains ns if {
-	some ns, n in lib.model_namespaces
-	not lib.skip_namespace(ns)
+	some ns, n in data.meshward.lib.model_namespaces
+	not data.meshward.lib.skip_namespace(ns)
 	n.injection.enabled == false
 	object.get(n, ["labels", "istio-injection"], "") == ""
 	not "istio.io/rev" in object.keys(object.get(n, "labels", {}))
-	not lib.ambient(n)
+	not data.meshward.lib.ambient(n)
 	declared_or_used(ns, n)
 	# Every workload here labelled istio.io/dataplane-mode=ambient itself: ztunnel
 	# captures them, so they are in the mesh without injection.
@@ -35,13 +33,13 @@ not_injected contains ns if {
 # A namespace of waypoints alone: istiod deploys their pods, each an Envoy of its own.
 waypoints_only(ns) if {
 	count(object.get(workloads_in, ns, set())) == 0
-	some w in lib.array_of(object.get(lib.model, "waypoints", []))
+	some w in data.meshward.lib.array_of(object.get(data.meshward.lib.model, "waypoints", []))
 	w.namespace == ns
 	w.waypoint_class == true
 }
 
 # Workloads ztunnel captures (a set comprehension: defined, if empty, without any).
-ambient_ids := {w.id | some w in lib.model_workloads; w.ambient == true}
+ambient_ids := {w.id | some w in data.meshward.lib.model_workloads; w.ambient == true}
 
 all_ambient(ns) if {
 	ids := object.get(workloads_in, ns, set())
@@ -56,7 +54,7 @@ declared_or_used(ns, _) if count(object.get(workloads_in, ns, set())) > 0
 
 findings contains f if {
 	some ns in not_injected
-	n := lib.model_namespaces[ns]
+	n := data.meshward.lib.model_namespaces[ns]
 	# Pods ztunnel captures (labelled ambient themselves) are not "without a proxy".
 	ids := object.get(workloads_in, ns, set()) - ambient_ids
 	[resource, path] := labels_location(n, ids)
@@ -75,9 +73,9 @@ findings contains f if {
 # them, else (mesh.namespaces of .meshward.yaml) the first of its workloads.
 labels_location(n, ids) := [n.labels_resource, n.labels_path] if {
 	is_string(n.labels_resource)
-} else := [id, lib.pod_labels_path(w.kind)] if {
+} else := [id, data.meshward.lib.pod_labels_path(w.kind)] if {
 	id := min(ids)
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	w.id == id
 }
 
@@ -87,13 +85,13 @@ not_injected_message(ns, n, ids) := msg if {
 	msg := sprintf(
 		"Namespace %s is not enabled for sidecar injection (no istio-injection=enabled or istio.io/rev label in %s), so %s (%s) %s without an Istio proxy: mesh policies do not apply to %s and %s calls to STRICT mTLS services get no response (curl 000). Label it istio-injection=enabled and roll out its workloads, or label it istio-injection=disabled if it is meant to stay outside the mesh.",
 		[
-			ns, lib.labels_where(n), lib.plural(k, "its workload", sprintf("its %d workloads", [k])), lib.enumerate_ids(ids, 5),
-			lib.plural(k, "runs", "run"), lib.plural(k, "it", "them"), lib.plural(k, "its", "their"),
+			ns, data.meshward.lib.labels_where(n), data.meshward.lib.plural(k, "its workload", sprintf("its %d workloads", [k])), data.meshward.lib.enumerate_ids(ids, 5),
+			data.meshward.lib.plural(k, "runs", "run"), data.meshward.lib.plural(k, "it", "them"), data.meshward.lib.plural(k, "its", "their"),
 		],
 	)
 } else := sprintf(
 	"Namespace %s is not enabled for sidecar injection (no istio-injection=enabled or istio.io/rev label in %s): pods deployed to it will run without an Istio proxy, outside the mesh. Label it istio-injection=enabled, or istio-injection=disabled if it is meant to stay outside the mesh.",
-	[ns, lib.labels_where(n)],
+	[ns, data.meshward.lib.labels_where(n)],
 )
 
 # ---------------------------------------------------------------------------
@@ -103,22 +101,22 @@ not_injected_message(ns, n, ids) := msg if {
 # namespace, instead of reporting them as injected or as without a proxy.
 
 proxy_unknown_in[w.namespace] contains w.id if {
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	w.proxy_known == false
 }
 
 # STRICT PeerAuthentications covering a workload whose proxy is unknown.
 strict_over[id] contains pa.resource if {
-	some pa in lib.model_peer_authentications
+	some pa in data.meshward.lib.model_peer_authentications
 	pa.strict == true
 	some id in object.get(pa, "proxy_unknown", [])
 }
 
 findings contains f if {
 	some ns, ids in proxy_unknown_in
-	not lib.skip_namespace(ns)
-	n := lib.model_namespaces[ns]
-	not lib.injection_known(n)
+	not data.meshward.lib.skip_namespace(ns)
+	n := data.meshward.lib.model_namespaces[ns]
+	not data.meshward.lib.injection_known(n)
 	pas := {p | some id in ids; some p in object.get(strict_over, id, set())}
 	f := {
 		"rule": "injection/namespace-unknown",
@@ -129,9 +127,9 @@ findings contains f if {
 		"message": sprintf(
 			"%s, so whether it is injected is unknown: meshward cannot tell whether %s (%s) %s with an Istio proxy, and reports %s neither as injected nor as without a proxy.%s Declare the namespace with its labels (a Namespace object, or Argo CD managedNamespaceMetadata with CreateNamespace=true), or list it under mesh.namespaces in .meshward.yaml if it is managed elsewhere.",
 			[
-				lib.capitalized(lib.unknown_reason(ns, n)),
-				lib.plural(count(ids), "its workload", sprintf("its %d workloads", [count(ids)])), lib.enumerate_ids(ids, 5),
-				lib.plural(count(ids), "runs", "run"), lib.plural(count(ids), "it", "them"),
+				data.meshward.lib.capitalized(data.meshward.lib.unknown_reason(ns, n)),
+				data.meshward.lib.plural(count(ids), "its workload", sprintf("its %d workloads", [count(ids)])), data.meshward.lib.enumerate_ids(ids, 5),
+				data.meshward.lib.plural(count(ids), "runs", "run"), data.meshward.lib.plural(count(ids), "it", "them"),
 				strict_text(pas, count(ids)),
 			],
 		),
@@ -142,7 +140,7 @@ unknown_severity(pas) := "warning" if count(pas) > 0 else := "info"
 
 strict_text(pas, k) := sprintf(
 	" %s %s STRICT mTLS for %s: if %s no proxy, STRICT is not enforced on %s and %s calls to STRICT peers get no response (curl 000).",
-	[lib.enumerate_ids(pas, 3), lib.plural(count(pas), "requires", "require"), lib.plural(k, "it", "them"), lib.plural(k, "it has", "they have"), lib.plural(k, "it", "them"), lib.plural(k, "its", "their")],
+	[data.meshward.lib.enumerate_ids(pas, 3), data.meshward.lib.plural(count(pas), "requires", "require"), data.meshward.lib.plural(k, "it", "them"), data.meshward.lib.plural(k, "it has", "they have"), data.meshward.lib.plural(k, "it", "them"), data.meshward.lib.plural(k, "its", "their")],
 ) if count(pas) > 0 else := ""
 
 # ---------------------------------------------------------------------------
@@ -167,7 +165,7 @@ others_count(labels) if not "istio-injection" in object.keys(labels)
 others_count(labels) if labels["istio-injection"] == "enabled"
 
 findings contains f if {
-	some ns, n in lib.model_namespaces
+	some ns, n in data.meshward.lib.model_namespaces
 	ns != "istio-system"
 	is_string(n.labels_resource)
 	labels := object.get(n, "labels", {})
@@ -205,12 +203,12 @@ mode_effect(labels) := "the sidecar injector ignores istio.io/dataplane-mode, so
 # injection/workload-opted-out (warning)
 
 findings contains f if {
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	w.opted_out == true
 	# Opting out to be captured by ztunnel (istio.io/dataplane-mode=ambient on the pod)
 	# is how a workload moves to ambient: it stays in the mesh.
 	not w.ambient == true
-	lib.model_namespaces[w.namespace].injection.enabled == true
+	data.meshward.lib.model_namespaces[w.namespace].injection.enabled == true
 	f := {
 		"rule": "injection/workload-opted-out",
 		"severity": "warning",
@@ -218,14 +216,14 @@ findings contains f if {
 		"path": opt_out_path(w),
 		"message": sprintf(
 			"%s opts out of sidecar injection (sidecar.istio.io/inject: \"false\") in injected namespace %s: its pods run without an Istio proxy, so mTLS and AuthorizationPolicies are not enforced on them and their calls to STRICT mTLS services get no response (curl 000). Remove the opt-out and roll it out, or record an exception if it must stay outside the mesh.",
-			[lib.display(w.id), w.namespace],
+			[data.meshward.lib.display(w.id), w.namespace],
 		),
 	}
 }
 
-opt_out_path(w) := array.concat(lib.pod_labels_path(w.kind), ["sidecar.istio.io/inject"]) if {
+opt_out_path(w) := array.concat(data.meshward.lib.pod_labels_path(w.kind), ["sidecar.istio.io/inject"]) if {
 	lower(sprintf("%v", [object.get(w, ["labels", "sidecar.istio.io/inject"], "")])) == "false"
-} else := array.concat(lib.pod_annotations_path(w.kind), ["sidecar.istio.io/inject"])
+} else := array.concat(data.meshward.lib.pod_annotations_path(w.kind), ["sidecar.istio.io/inject"])
 
 # ---------------------------------------------------------------------------
 # injection/rollout-required (warning; needs a base revision)
@@ -235,27 +233,27 @@ opt_out_path(w) := array.concat(lib.pod_labels_path(w.kind), ["sidecar.istio.io/
 # model that does not.
 
 not_rolled_out[w.namespace] contains w.id if {
-	lib.has_base
-	some w in lib.model_workloads
+	data.meshward.lib.has_base
+	some w in data.meshward.lib.model_workloads
 	w.pending_rollout == true
 }
 
 # Known not injected in base, injected in head. A namespace whose labels base did not
 # declare may have been injected all along: declaring it is not turning injection on.
 newly_injected contains ns if {
-	lib.has_base
-	some ns, n in lib.model_namespaces
+	data.meshward.lib.has_base
+	some ns, n in data.meshward.lib.model_namespaces
 	n.injection.enabled == true
-	lib.base_namespaces[ns].injection.enabled == false
+	data.meshward.lib.base_namespaces[ns].injection.enabled == false
 }
 
 # [id, template hash] of every base workload.
-base_templates := {[w.id, w.template_hash] | some w in lib.base_workloads}
+base_templates := {[w.id, w.template_hash] | some w in data.meshward.lib.base_workloads}
 
-base_proxied := {w.id | some w in lib.base_workloads; w.proxy == true}
+base_proxied := {w.id | some w in data.meshward.lib.base_workloads; w.proxy == true}
 
 not_rolled_out[ns] contains w.id if {
-	some w in lib.model_workloads
+	some w in data.meshward.lib.model_workloads
 	ns := w.namespace
 	ns in newly_injected
 	w.proxy == true
@@ -265,7 +263,7 @@ not_rolled_out[ns] contains w.id if {
 
 findings contains f if {
 	some ns, ids in not_rolled_out
-	[resource, path] := labels_location(lib.model_namespaces[ns], ids)
+	[resource, path] := labels_location(data.meshward.lib.model_namespaces[ns], ids)
 	f := {
 		"rule": "injection/rollout-required",
 		"severity": "warning",
@@ -274,8 +272,8 @@ findings contains f if {
 		"message": sprintf(
 			"This change turns on sidecar injection for namespace %s, but the pod template of %s (%s) does not change: %s running pods stay outside the mesh, without a proxy, until they are recreated. Change %s pod template in this change (e.g. set the annotation kubectl.kubernetes.io/restartedAt) so %s out with a sidecar.",
 			[
-				ns, lib.plural(count(ids), "its workload", sprintf("its %d workloads", [count(ids)])), lib.enumerate_ids(ids, 5),
-				lib.plural(count(ids), "its", "their"), lib.plural(count(ids), "the", "each"), lib.plural(count(ids), "it rolls", "they roll"),
+				ns, data.meshward.lib.plural(count(ids), "its workload", sprintf("its %d workloads", [count(ids)])), data.meshward.lib.enumerate_ids(ids, 5),
+				data.meshward.lib.plural(count(ids), "its", "their"), data.meshward.lib.plural(count(ids), "the", "each"), data.meshward.lib.plural(count(ids), "it rolls", "they roll"),
 			],
 		),
 	}

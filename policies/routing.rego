@@ -7,9 +7,7 @@ package meshward.rules.routing
 
 import rego.v1
 
-import data.meshward.lib
-
-traffic := object.get(lib.model, "traffic", {})
+traffic := object.get(data.meshward.lib.model, "traffic", {})
 
 destinations := object.get(traffic, "destinations", [])
 
@@ -46,7 +44,7 @@ findings contains f if {
 	d.status == "not-found"
 	f := finding("routing/host-not-found", "error", "IST0101", d.resource, d.path, sprintf(
 		"%s %s %s, which does not exist: %s. At runtime %s. Point it at an existing Service or ServiceEntry, or add the Service.",
-		[lib.display(d.resource), verb(d), host_text(d), d.reason, symptom(d)],
+		[data.meshward.lib.display(d.resource), verb(d), host_text(d), d.reason, symptom(d)],
 	))
 }
 
@@ -55,7 +53,7 @@ findings contains f if {
 	d.status == "not-qualified"
 	f := finding("routing/host-not-found", "error", "IST0101", d.resource, d.path, sprintf(
 		"%s %s %s, which resolves to nothing: %s. At runtime %s. Write the full name %s.svc.cluster.local, or the short name from the same namespace.",
-		[lib.display(d.resource), verb(d), d.host, d.reason, symptom(d), trim_suffix(d.host, ".svc")],
+		[data.meshward.lib.display(d.resource), verb(d), d.host, d.reason, symptom(d), trim_suffix(d.host, ".svc")],
 	))
 }
 
@@ -64,7 +62,7 @@ findings contains f if {
 	d.status == "not-exported"
 	f := finding("routing/host-not-found", "error", "IST0101", d.resource, d.path, sprintf(
 		"%s %s %s, which is not visible where the route applies: %s. At runtime %s. Export it to those namespaces (spec.exportTo, or the networking.istio.io/exportTo annotation on a Service), or route to a host exported there.",
-		[lib.display(d.resource), verb(d), host_text(d), d.reason, symptom(d)],
+		[data.meshward.lib.display(d.resource), verb(d), host_text(d), d.reason, symptom(d)],
 	))
 }
 
@@ -73,7 +71,7 @@ findings contains f if {
 	d.status == "invalid-kind"
 	f := finding("routing/host-not-found", "error", null, d.resource, d.path, sprintf(
 		"%s sends to %s, but %s: the route's ResolvedRefs condition is False (InvalidKind) and that backend's share of requests gets HTTP 500. Send to a Service (or an Istio ServiceEntry).",
-		[lib.display(d.resource), d.host, d.reason],
+		[data.meshward.lib.display(d.resource), d.host, d.reason],
 	))
 }
 
@@ -82,7 +80,7 @@ findings contains f if {
 	d.status == "unknown"
 	f := finding("routing/host-not-found", "warning", "IST0101", d.resource, d.path, sprintf(
 		"%s %s %s, which meshward could not check: %s. If it does not exist at runtime, %s. Declare the namespace in the repository (a Namespace object) so its Services can be checked, or add an exception naming this host if it is defined elsewhere.",
-		[lib.display(d.resource), verb(d), host_text(d), d.reason, symptom(d)],
+		[data.meshward.lib.display(d.resource), verb(d), host_text(d), d.reason, symptom(d)],
 	))
 }
 
@@ -92,7 +90,7 @@ findings contains f if {
 	dr.host_status in {"not-found", "not-qualified", "not-exported"}
 	f := finding("routing/host-not-found", "warning", "IST0174", dr.resource, ["spec", "host"], sprintf(
 		"%s is for host %s, which resolves to nothing: %s. Its traffic policy and subsets apply nowhere, silently. Name an existing Service (short name, or <name>.<namespace>.svc.cluster.local) or ServiceEntry host.",
-		[lib.display(dr.resource), dr.host, dr.reason],
+		[data.meshward.lib.display(dr.resource), dr.host, dr.reason],
 	))
 }
 
@@ -101,7 +99,7 @@ findings contains f if {
 	dr.host_status == "unknown"
 	f := finding("routing/host-not-found", "info", "IST0174", dr.resource, ["spec", "host"], sprintf(
 		"%s is for host %s, which meshward could not check: %s. If no such host exists at runtime, the rule applies nowhere.",
-		[lib.display(dr.resource), dr.host, dr.reason],
+		[data.meshward.lib.display(dr.resource), dr.host, dr.reason],
 	))
 }
 
@@ -121,7 +119,7 @@ findings contains f if {
 	not d.port in d.target_ports
 	f := finding("routing/port-not-found", "error", "IST0101", d.resource, d.port_path, sprintf(
 		"%s %s port %d of %s, which exposes %s: %s. Use one of its ports (the Service's port, not its targetPort).",
-		[lib.display(d.resource), verb(d), d.port, lib.display(d.target), ports_text(d), symptom(d)],
+		[data.meshward.lib.display(d.resource), verb(d), d.port, data.meshward.lib.display(d.target), ports_text(d), symptom(d)],
 	))
 }
 
@@ -134,7 +132,7 @@ findings contains f if {
 	count(d.target_ports) > 1
 	f := finding("routing/port-not-found", "error", "IST0112", d.resource, d.path, sprintf(
 		"%s is bound to gateways only and %s %s without a port, but it exposes %s: at a gateway istiod picks the port the request arrived on, which is the gateway's listening port, so requests fail with 503 unless the Service has that port. Set destination.port.number.",
-		[lib.display(d.resource), verb(d), lib.display(d.target), ports_text(d)],
+		[data.meshward.lib.display(d.resource), verb(d), data.meshward.lib.display(d.target), ports_text(d)],
 	))
 }
 
@@ -145,14 +143,14 @@ findings contains f if {
 	d.port == null
 	f := finding("routing/port-not-found", "error", null, d.resource, d.path, sprintf(
 		"%s sends to %s without a port: a backendRef to a Service must name one, so istiod rejects the backend (ResolvedRefs False) and its share of requests gets HTTP 500. Set port to one of its %s.",
-		[lib.display(d.resource), lib.display(d.target), ports_text(d)],
+		[data.meshward.lib.display(d.resource), data.meshward.lib.display(d.target), ports_text(d)],
 	))
 }
 
 # ---------------------------------------------------------------------------
 # routing/subset-not-found (error; IST0101)
 
-known_text(d) := sprintf("the DestinationRules for it define %s", [lib.enumerate(d.known_subsets, 5)]) if {
+known_text(d) := sprintf("the DestinationRules for it define %s", [data.meshward.lib.enumerate(d.known_subsets, 5)]) if {
 	count(d.known_subsets) > 0
 } else := "no DestinationRule for it defines any subset"
 
@@ -161,7 +159,7 @@ findings contains f if {
 	d.subset_status == "not-found"
 	f := finding("routing/subset-not-found", "error", "IST0101", d.resource, d.subset_path, sprintf(
 		"%s %s subset %s of %s, but %s: %s. Define the subset in a DestinationRule for %s (in this namespace, the Service's, or the root namespace), or route to an existing one.",
-		[lib.display(d.resource), verb(d), d.subset, d.host, known_text(d), symptom(d), d.fqdn],
+		[data.meshward.lib.display(d.resource), verb(d), d.subset, d.host, known_text(d), symptom(d), d.fqdn],
 	))
 }
 
@@ -170,7 +168,7 @@ findings contains f if {
 	d.subset_status == "unknown"
 	f := finding("routing/subset-not-found", "warning", "IST0101", d.resource, d.subset_path, sprintf(
 		"%s %s subset %s of %s, which meshward could not check: no DestinationRule of the repository is for %s, and one may live in a namespace the repository does not declare (%s, the Service's, or the root namespace). If none defines the subset, %s.",
-		[lib.display(d.resource), verb(d), d.subset, d.host, d.fqdn, d.namespace, symptom(d)],
+		[data.meshward.lib.display(d.resource), verb(d), d.subset, d.host, d.fqdn, d.namespace, symptom(d)],
 	))
 }
 
@@ -183,14 +181,14 @@ findings contains f if {
 	s.status == "none"
 	f := finding("routing/subset-selects-no-pod", "error", "IST0173", dr.resource, s.path, sprintf(
 		"%s subset %s (%s) selects none of the %s behind %s (%s): requests routed to this subset get HTTP 503 \"no healthy upstream\" (UH). Match the subset's labels to the pod labels of the version you mean.",
-		[lib.display(dr.resource), s.name, lib.labels_text(s.labels), lib.counted(count(s.candidates), "workload", "workloads"), dr.host, lib.enumerate_ids(s.candidates, 3)],
+		[data.meshward.lib.display(dr.resource), s.name, data.meshward.lib.labels_text(s.labels), data.meshward.lib.counted(count(s.candidates), "workload", "workloads"), dr.host, data.meshward.lib.enumerate_ids(s.candidates, 3)],
 	))
 }
 
 # ---------------------------------------------------------------------------
 # routing/gateway-not-found (error; warning when it could not be checked; IST0101)
 
-elsewhere_text(p) := sprintf(" (%s exists: write %s)", [lib.enumerate_ids(p.elsewhere, 2), concat(" or ", sort([qualified_name(id) | some id in p.elsewhere]))]) if {
+elsewhere_text(p) := sprintf(" (%s exists: write %s)", [data.meshward.lib.enumerate_ids(p.elsewhere, 2), concat(" or ", sort([qualified_name(id) | some id in p.elsewhere]))]) if {
 	count(p.elsewhere) > 0
 } else := ""
 
@@ -203,7 +201,7 @@ findings contains f if {
 	p.status == "not-found"
 	f := finding("routing/gateway-not-found", "error", "IST0101", p.resource, p.path, sprintf(
 		"%s is bound to gateway %s, read as %s/%s, which does not exist: %s%s. Its routes apply at no gateway, so requests through the gateway you meant get 404 (no route). Write the gateway as <namespace>/<name>.",
-		[lib.display(p.resource), p.written, p.parent_namespace, p.parent_name, p.reason, elsewhere_text(p)],
+		[data.meshward.lib.display(p.resource), p.written, p.parent_namespace, p.parent_name, p.reason, elsewhere_text(p)],
 	))
 }
 
@@ -213,7 +211,7 @@ findings contains f if {
 	p.status == "unknown"
 	f := finding("routing/gateway-not-found", "warning", "IST0101", p.resource, p.path, sprintf(
 		"%s is bound to gateway %s/%s, which meshward could not check: %s. If it does not exist at runtime, these routes apply at no gateway (404 through the gateway you meant).",
-		[lib.display(p.resource), p.parent_namespace, p.parent_name, p.reason],
+		[data.meshward.lib.display(p.resource), p.parent_namespace, p.parent_name, p.reason],
 	))
 }
 
@@ -226,28 +224,28 @@ findings contains f if {
 	some c in object.get(traffic, "mesh_host_conflicts", [])
 	f := finding("routing/conflicting-mesh-hosts", "error", "IST0109", c.resource, c.path, sprintf(
 		"%s and %s both route host %s for sidecars in %s: sidecars take one VirtualService per host and silently ignore the other's routes (which one wins depends on creation order). Merge them into one VirtualService, or bind one of them to a gateway.",
-		[lib.display(c.resource), lib.enumerate_ids(c.others, 3), c.host, scope_text(c)],
+		[data.meshward.lib.display(c.resource), data.meshward.lib.enumerate_ids(c.others, 3), c.host, scope_text(c)],
 	))
 }
 
 # ---------------------------------------------------------------------------
 # routing/tls-conflicts-peer-authn (error)
 
-server_source(c) := sprintf("set by %s", [lib.display(c.server_mode_source)]) if {
+server_source(c) := sprintf("set by %s", [data.meshward.lib.display(c.server_mode_source)]) if {
 	is_string(c.server_mode_source)
 } else := "Istio's default"
 
 port_text(c) := sprintf(" for port %d", [c.port]) if is_number(c.port) else := ""
 
-tls_problem(c) := sprintf("the client sidecar sends plaintext, and %s refuse%s plaintext under STRICT mTLS (%s)", [lib.enumerate_ids(c.workloads, 3), plural_s(c.workloads), server_source(c)]) if {
+tls_problem(c) := sprintf("the client sidecar sends plaintext, and %s refuse%s plaintext under STRICT mTLS (%s)", [data.meshward.lib.enumerate_ids(c.workloads, 3), plural_s(c.workloads), server_source(c)]) if {
 	c.problem == "plaintext-to-strict"
 }
 
-else := sprintf("the client sidecar originates TLS with certificates of its own, not the mesh's, and %s accept%s only Istio mTLS under STRICT (%s)", [lib.enumerate_ids(c.workloads, 3), plural_s(c.workloads), server_source(c)]) if {
+else := sprintf("the client sidecar originates TLS with certificates of its own, not the mesh's, and %s accept%s only Istio mTLS under STRICT (%s)", [data.meshward.lib.enumerate_ids(c.workloads, 3), plural_s(c.workloads), server_source(c)]) if {
 	c.problem == "own-tls-to-strict"
 }
 
-else := sprintf("the client sidecar sends Istio mTLS, but %s serve%s plaintext (%s), so the TLS bytes reach the application", [lib.enumerate_ids(c.workloads, 3), plural_s(c.workloads), no_proxy_text(c)])
+else := sprintf("the client sidecar sends Istio mTLS, but %s serve%s plaintext (%s), so the TLS bytes reach the application", [data.meshward.lib.enumerate_ids(c.workloads, 3), plural_s(c.workloads), no_proxy_text(c)])
 
 no_proxy_text(c) := sprintf("PeerAuthentication mode DISABLE, %s", [server_source(c)]) if c.server_mode == "DISABLE" else := "no Istio proxy"
 
@@ -263,6 +261,6 @@ findings contains f if {
 	some c in object.get(traffic, "tls_conflicts", [])
 	f := finding("routing/tls-conflicts-peer-authn", "error", null, c.resource, c.path, sprintf(
 		"%s sets tls.mode %s%s for %s, which turns auto-mTLS off: %s. HTTP callers get 503 \"upstream connect error or disconnect/reset before headers\" and TCP connections are reset. %s",
-		[lib.display(c.resource), c.mode, port_text(c), c.host, tls_problem(c), tls_fix(c)],
+		[data.meshward.lib.display(c.resource), c.mode, port_text(c), c.host, tls_problem(c), tls_fix(c)],
 	))
 }

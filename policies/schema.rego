@@ -19,8 +19,6 @@ package meshward.rules.schema
 
 import rego.v1
 
-import data.meshward.lib
-
 kinds := [
 	"ServiceEntry", "WorkloadEntry", "WorkloadGroup", "PeerAuthentication",
 	"AuthorizationPolicy", "RequestAuthentication", "Sidecar", "Telemetry",
@@ -31,7 +29,7 @@ kinds := [
 
 # Resources of these kinds in an istio.io group (another group's Sidecar is not Istio's).
 istio_resources[kind] := [r |
-	some r in lib.resources(kind)
+	some r in data.meshward.lib.resources(kind)
 	is_object(r.body)
 	api := object.get(r, "apiVersion", "")
 	is_string(api)
@@ -418,7 +416,7 @@ issues contains [o.id, ["spec", set[1]], say(o, text, fix)] if {
 		[k | k := "targetRefs"; refs := object.get(o.spec, k, null); is_array(refs); count(refs) > 0],
 	)
 	count(set) > 1
-	used := [k | some k in ["selector", "targetRef", "targetRefs"]; not object.get(o.spec, k, null) in lib.empty_values]
+	used := [k | some k in ["selector", "targetRef", "targetRefs"]; not object.get(o.spec, k, null) in data.meshward.lib.empty_values]
 	count(used) <= 1
 	text := sprintf("both spec.%s and spec.%s are set (an empty one counts as set): at most one of selector, targetRef and targetRefs is allowed", [set[0], set[1]])
 	fix := "Remove the one not meant (an empty selector: {} too)."
@@ -594,7 +592,7 @@ issues contains [e.o.id, ["spec", "endpoints", i, "address"], say(e.o, text, fix
 	some [e, i, ep] in se_endpoints
 	e.res != "STATIC"
 	object.get(ep, "address", null) in {null, ""}
-	not object.get(ep, "network", null) in lib.empty_values
+	not object.get(ep, "network", null) in data.meshward.lib.empty_values
 	text := sprintf("spec.endpoints[%d] has a network but no address, and with resolution %s every endpoint needs an IP address or host name", [i, e.res])
 	fix := "Set the endpoint's address."
 }
@@ -639,7 +637,7 @@ issues contains [e.o.id, ["spec", "endpoints", i, "ports"], say(e.o, text, fix)]
 	a := object.get(ep, "address", "")
 	is_string(a)
 	startswith(a, "unix://")
-	not object.get(ep, "ports", null) in lib.empty_values
+	not object.get(ep, "ports", null) in data.meshward.lib.empty_values
 	text := sprintf("spec.endpoints[%d] is the unix socket %s and also sets ports: a unix socket has no ports", [i, a])
 	fix := "Remove the endpoint's ports."
 }
@@ -651,7 +649,7 @@ issues contains [e.o.id, ["spec", "ports"], say(e.o, text, fix)] if {
 	is_string(a)
 	startswith(a, "unix://")
 	count(e.port_names) != 1
-	text := sprintf("spec.endpoints[%d] is the unix socket %s, but the ServiceEntry has %s: a unix socket endpoint needs exactly one service port", [i, a, lib.counted(count(e.port_names), "port", "ports")])
+	text := sprintf("spec.endpoints[%d] is the unix socket %s, but the ServiceEntry has %s: a unix socket endpoint needs exactly one service port", [i, a, data.meshward.lib.counted(count(e.port_names), "port", "ports")])
 	fix := "Declare exactly one port in spec.ports, or use separate ServiceEntries."
 }
 
@@ -812,7 +810,7 @@ wes := [w |
 
 # Addresses workloadentry/invalid-address reports already.
 we_address_reported := {we.id |
-	some we in lib.model_workload_entries
+	some we in data.meshward.lib.model_workload_entries
 	is_string(object.get(we, "address_problem", null))
 }
 
@@ -843,7 +841,7 @@ issues contains [w.o.id, ["spec", "ports"], say(w.o, text, fix)] if {
 	some w in wes
 	is_string(w.address)
 	startswith(w.address, "unix://")
-	not w.ports in lib.empty_values
+	not w.ports in data.meshward.lib.empty_values
 	text := sprintf("spec.address is the unix socket %s and spec.ports is set: a unix socket has no ports", [w.address])
 	fix := "Remove spec.ports."
 }
@@ -1053,7 +1051,7 @@ issues contains [a.o.id, p, say(a.o, text, fix)] if {
 issues contains [a.o.id, p, say(a.o, text, fix)] if {
 	some [a, p, src] in ap_sources
 	every f in source_fields {
-		object.get(src, f, null) in lib.empty_values
+		object.get(src, f, null) in data.meshward.lib.empty_values
 	}
 	text := sprintf("%s is empty: it names no caller", [ft(p)])
 	fix := "Name the callers to match, or remove the from entry to match any caller."
@@ -1069,7 +1067,7 @@ issues contains [a.o.id, p, say(a.o, text, fix)] if {
 issues contains [a.o.id, p, say(a.o, text, fix)] if {
 	some [a, p, op] in ap_operations
 	every f in operation_fields {
-		object.get(op, f, null) in lib.empty_values
+		object.get(op, f, null) in data.meshward.lib.empty_values
 	}
 	text := sprintf("%s is empty: it names no operation", [ft(p)])
 	fix := "Name what to match, or remove the to entry to match any operation."
@@ -1080,8 +1078,8 @@ issues contains [a.o.id, p, say(a.o, text, fix)] if {
 issues contains [a.o.id, array.concat(p, [sa_field]), say(a.o, text, fix)] if {
 	some [a, p, src] in ap_sources
 	some [sa_field, others] in [["serviceAccounts", ["notPrincipals", "notNamespaces"]], ["notServiceAccounts", ["principals", "namespaces"]]]
-	not object.get(src, sa_field, null) in lib.empty_values
-	clash := [x | some x in others; not object.get(src, x, null) in lib.empty_values]
+	not object.get(src, sa_field, null) in data.meshward.lib.empty_values
+	clash := [x | some x in others; not object.get(src, x, null) in data.meshward.lib.empty_values]
 	count(clash) > 0
 	not same_polarity_clash(src)
 	text := sprintf("%s.%s is set together with %s: service accounts cannot be combined with principals or namespaces", [ft(p), sa_field, concat(" and ", clash)])
@@ -1089,15 +1087,15 @@ issues contains [a.o.id, array.concat(p, [sa_field]), say(a.o, text, fix)] if {
 }
 
 same_polarity_clash(src) if {
-	not object.get(src, "serviceAccounts", null) in lib.empty_values
+	not object.get(src, "serviceAccounts", null) in data.meshward.lib.empty_values
 	some x in ["principals", "namespaces"]
-	not object.get(src, x, null) in lib.empty_values
+	not object.get(src, x, null) in data.meshward.lib.empty_values
 }
 
 same_polarity_clash(src) if {
-	not object.get(src, "notServiceAccounts", null) in lib.empty_values
+	not object.get(src, "notServiceAccounts", null) in data.meshward.lib.empty_values
 	some x in ["notPrincipals", "notNamespaces"]
-	not object.get(src, x, null) in lib.empty_values
+	not object.get(src, x, null) in data.meshward.lib.empty_values
 }
 
 # Items of the string lists of sources and operations.
@@ -1255,8 +1253,8 @@ issues contains [a.o.id, p, say(a.o, text, fix)] if {
 	key := object.get(w, "key", "")
 	is_string(key)
 	key != ""
-	object.get(w, "values", null) in lib.empty_values
-	object.get(w, "notValues", null) in lib.empty_values
+	object.get(w, "values", null) in data.meshward.lib.empty_values
+	object.get(w, "notValues", null) in data.meshward.lib.empty_values
 	text := sprintf("%s (key %s) has neither values nor notValues", [ft(p), key])
 	fix := "Add the values to match."
 }
@@ -1357,7 +1355,7 @@ issues contains [a.o.id, array.concat(p, [f]), say(a.o, text, fix)] if {
 	some [a, p, src] in ap_sources
 	a.action == "CUSTOM"
 	some f in custom_source_fields
-	not object.get(src, f, null) in lib.empty_values
+	not object.get(src, f, null) in data.meshward.lib.empty_values
 	text := sprintf("%s.%s is set with action CUSTOM, which does not support matching on it", [ft(p), f])
 	fix := "Match CUSTOM rules on ipBlocks, remoteIpBlocks or the operation only, or use an ALLOW/DENY policy for identities."
 }
@@ -1810,7 +1808,7 @@ tls_unsupported := ["credentialName", "credentialNames", "tlsCertificates", "sub
 issues contains [s.o.id, ["spec", "ingress", i, "tls", f], say(s.o, text, fix)] if {
 	some [s, i, _, tls, _] in sidecar_tls
 	some f in tls_unsupported
-	not object.get(tls, f, null) in lib.empty_values
+	not object.get(tls, f, null) in data.meshward.lib.empty_values
 	text := sprintf("spec.ingress[%d].tls.%s is set, which a Sidecar does not support", [i, f])
 	fix := "Give the certificate as files: serverCertificate and privateKey (caCertificates for MUTUAL), mounted into the proxy."
 }
@@ -1845,7 +1843,7 @@ issues contains [s.o.id, ["spec", "ingress", i, "tls", f], say(s.o, text, fix)] 
 	mode := object.get(tls, "mode", "")
 	mode in {"SIMPLE", "MUTUAL", "OPTIONAL_MUTUAL"}
 	every g in ["credentialName", "credentialNames", "tlsCertificates"] {
-		object.get(tls, g, null) in lib.empty_values
+		object.get(tls, g, null) in data.meshward.lib.empty_values
 	}
 	some f in tls_required(mode)
 	object.get(tls, f, null) in {null, ""}
@@ -1861,7 +1859,7 @@ issues contains [s.o.id, ["spec", "ingress", i, "tls", "caCrl"], say(s.o, text, 
 	some [s, i, _, tls, _] in sidecar_tls
 	object.get(tls, "mode", "") == "SIMPLE"
 	every g in ["credentialName", "credentialNames"] {
-		object.get(tls, g, null) in lib.empty_values
+		object.get(tls, g, null) in data.meshward.lib.empty_values
 	}
 	not object.get(tls, "caCrl", null) in {null, ""}
 	text := sprintf("spec.ingress[%d].tls.caCrl is set with mode SIMPLE, which checks no client certificates", [i])

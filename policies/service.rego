@@ -4,13 +4,11 @@ package meshward.rules.service
 
 import rego.v1
 
-import data.meshward.lib
-
 # Service ports whose protocol Istio does not know, and ExternalName Service ports it
 # treats as plain TCP: classified in the model (input.model.traffic.unknown_protocols,
 # src/model/traffic/ports.rs), which reads every port of every Service once; here
 # they become findings.
-traffic := object.get(lib.model, "traffic", {})
+traffic := object.get(data.meshward.lib.model, "traffic", {})
 
 ports := object.get(traffic, "unknown_protocols", [])
 
@@ -110,7 +108,7 @@ findings contains f if {
 		"path": c.path,
 		"message": sprintf(
 			"The Services selecting %s (%s) %s: %s. Give each target port one Service port and one protocol.",
-			[lib.display(c.workload), concat("; ", c.sides), conflict_text(c), conflict_runtime(c)],
+			[data.meshward.lib.display(c.workload), concat("; ", c.sides), conflict_text(c), conflict_runtime(c)],
 		),
 	}
 }
@@ -125,10 +123,10 @@ findings contains f if {
 		"rule": "service/workload-without-service",
 		"severity": "info",
 		"resource": u.workload,
-		"path": lib.pod_labels_path(kind),
+		"path": data.meshward.lib.pod_labels_path(kind),
 		"message": sprintf(
 			"%s is in the mesh and serves %s, but no Service of the repository selects it: callers cannot reach it by a Service name, and no VirtualService, DestinationRule or waypoint can address it. Add a Service whose selector matches its pod labels, or ignore this for a workload nothing calls.",
-			[lib.display(u.workload), ports_of(u.ports)],
+			[data.meshward.lib.display(u.workload), ports_of(u.ports)],
 		),
 	}
 }

@@ -4,12 +4,10 @@ package meshward.rules.serviceentry
 
 import rego.v1
 
-import data.meshward.lib
-
 # One entry per ServiceEntry, with its spec decoded once, using builtins only (rules below
 # compare precomputed fields: user function calls are the expensive part of evaluation).
 entries := [e |
-	some r in lib.resources("ServiceEntry")
+	some r in data.meshward.lib.resources("ServiceEntry")
 	spec := r.body.spec
 	is_object(spec)
 	endpoints := object.get(spec, "endpoints", [])
@@ -22,8 +20,8 @@ entries := [e |
 		"endpoints": object.get({"array": endpoints}, type_name(endpoints), []),
 		"ports": object.get({"array": ports}, type_name(ports), []),
 		"hosts": object.get(spec, "hosts", null),
-		"no_selector": object.get(spec, "workloadSelector", null) in lib.empty_values,
-		"no_addresses": object.get(spec, "addresses", null) in lib.empty_values,
+		"no_selector": object.get(spec, "workloadSelector", null) in data.meshward.lib.empty_values,
+		"no_addresses": object.get(spec, "addresses", null) in data.meshward.lib.empty_values,
 	}
 ]
 
@@ -37,7 +35,7 @@ locations := {null: "MESH_EXTERNAL", "": "MESH_EXTERNAL", "MESH_EXTERNAL": "MESH
 
 # A ServiceEntry without a spec object.
 findings contains f if {
-	some r in lib.resources("ServiceEntry")
+	some r in data.meshward.lib.resources("ServiceEntry")
 	not is_object(r.body.spec)
 	f := {
 		"rule": "serviceentry/hosts-invalid",
@@ -54,10 +52,10 @@ findings contains f if {
 se_name(e) := sprintf("ServiceEntry %s/%s", [e.r.namespace, e.r.name])
 
 resolution_text(e) := sprintf("resolution %s", [e.resolution]) if {
-	lib.has_value(e.spec, "resolution")
+	data.meshward.lib.has_value(e.spec, "resolution")
 } else := "no resolution (NONE by default)"
 
-hosts_text(e) := lib.enumerate(hosts, 3) if {
+hosts_text(e) := data.meshward.lib.enumerate(hosts, 3) if {
 	is_array(e.hosts)
 	hosts := [h | some h in e.hosts; is_string(h)]
 	count(hosts) > 0
@@ -77,7 +75,7 @@ finding(rule, severity, e, path, message) := {
 # The resolution is the choice that conflicts with the endpoints: point at it when it
 # is set (for a rendered root, that is often the patch or values line that set it).
 resolution_path(e) := ["spec", "resolution"] if {
-	lib.has_value(e.spec, "resolution")
+	data.meshward.lib.has_value(e.spec, "resolution")
 } else := ["spec", "endpoints"]
 
 findings contains f if {
@@ -86,7 +84,7 @@ findings contains f if {
 	e.resolution == "NONE"
 	f := finding("serviceentry/none-with-endpoints", "error", e, resolution_path(e), sprintf(
 		"%s has %s but lists %s: NONE forwards each call to its original destination address and the API server rejects endpoints with it. Set resolution: STATIC for IP endpoints or DNS for host names, or remove the endpoints.",
-		[se_name(e), resolution_text(e), lib.counted(count(e.endpoints), "endpoint", "endpoints")],
+		[se_name(e), resolution_text(e), data.meshward.lib.counted(count(e.endpoints), "endpoint", "endpoints")],
 	))
 }
 
@@ -137,7 +135,7 @@ findings contains f if {
 	some e in entries
 	e.no_addresses == false
 	not e.resolution in {"NONE", "STATIC"}
-	some i, a in lib.array_of(e.spec.addresses)
+	some i, a in data.meshward.lib.array_of(e.spec.addresses)
 	is_string(a)
 	contains(a, "/")
 	f := finding("serviceentry/cidr-requires-none-or-static", "error", e, ["spec", "addresses", i], sprintf(
@@ -211,7 +209,7 @@ findings contains f if {
 	not valid_port(p.number)
 	f := finding("serviceentry/port-invalid", "error", e, ["spec", "ports", i, "number"], sprintf(
 		"%s spec.ports[%d] has %s: every port needs a number in 1..65535, so the API server rejects it. Set the port's number.",
-		[se_name(e), i, number_text(lib.get(p, "number", null))],
+		[se_name(e), i, number_text(data.meshward.lib.get(p, "number", null))],
 	))
 }
 
@@ -219,7 +217,7 @@ findings contains f if {
 	some e in entries
 	some i, p in e.ports
 	is_object(p)
-	object.get(p, "name", null) in lib.empty_values
+	object.get(p, "name", null) in data.meshward.lib.empty_values
 	f := finding("serviceentry/port-invalid", "error", e, ["spec", "ports", i, "name"], sprintf(
 		"%s spec.ports[%d] has no name: every port needs a name (e.g. http, tcp-db), so the API server rejects it. Name the port.",
 		[se_name(e), i],
@@ -242,8 +240,8 @@ findings contains f if {
 	some e in entries
 	some i, ep in e.endpoints
 	is_object(ep)
-	object.get(ep, "address", null) in lib.empty_values
-	object.get(ep, "network", null) in lib.empty_values
+	object.get(ep, "address", null) in data.meshward.lib.empty_values
+	object.get(ep, "network", null) in data.meshward.lib.empty_values
 	f := finding("serviceentry/endpoint-address-required", "error", e, ["spec", "endpoints", i], sprintf(
 		"%s spec.endpoints[%d] has neither address nor network: the API server rejects it. Set the endpoint's address (an IP address or host name).",
 		[se_name(e), i],
@@ -255,9 +253,9 @@ findings contains f if {
 
 # ServiceEntries whose selector chooses WorkloadEntries: how many.
 member_counts[s.resource] contains s.workload_entry_matches if {
-	some s in lib.model_selectors
+	some s in data.meshward.lib.model_selectors
 	s.kind == "ServiceEntry"
-	lib.num(object.get(s, "workload_entry_matches", 0)) > 0
+	data.meshward.lib.num(object.get(s, "workload_entry_matches", 0)) > 0
 }
 
 findings contains f if {
@@ -267,11 +265,11 @@ findings contains f if {
 	n := max(member_counts[e.r.id])
 	f := finding("serviceentry/location-mismatch", "warning", e, ["spec", "location"], sprintf(
 		"%s selects %s (mesh members) but its location is %s: they are treated as outside services, so traffic to them gets no mTLS and no AuthorizationPolicy applies. Set location: MESH_INTERNAL.",
-		[se_name(e), lib.counted(n, "WorkloadEntry", "WorkloadEntries"), location_text(e.spec)],
+		[se_name(e), data.meshward.lib.counted(n, "WorkloadEntry", "WorkloadEntries"), location_text(e.spec)],
 	))
 }
 
-location_text(spec) := "MESH_EXTERNAL" if lib.has_value(spec, "location") else := "MESH_EXTERNAL (the default when unset)"
+location_text(spec) := "MESH_EXTERNAL" if data.meshward.lib.has_value(spec, "location") else := "MESH_EXTERNAL (the default when unset)"
 
 # ---------------------------------------------------------------------------
 # serviceentry/addresses-required (warning, IST0134)
@@ -291,10 +289,10 @@ findings contains f if {
 	f := object.union(
 		finding("serviceentry/addresses-required", "warning", e, ["spec", "ports", min(tcp)], sprintf(
 			"%s has no spec.addresses and %s with protocol TCP or none (%s): unless DNS auto-allocation is on, traffic to it cannot be told apart by address and will be routed by port only, mixing it with every other TCP service on that port. Add spec.addresses (a VIP), or set an HTTP-family protocol if it speaks one.",
-			[se_name(e), lib.plural(count(tcp), "a port", "ports"), lib.enumerate([port_text(e.ports[i]) | some i in tcp], 5)],
+			[se_name(e), data.meshward.lib.plural(count(tcp), "a port", "ports"), data.meshward.lib.enumerate([port_text(e.ports[i]) | some i in tcp], 5)],
 		)),
 		{"istio_code": "IST0134"},
 	)
 }
 
-port_text(p) := sprintf("%v %v", [lib.get(p, "name", "unnamed"), lib.get(p, "number", "?")])
+port_text(p) := sprintf("%v %v", [data.meshward.lib.get(p, "name", "unnamed"), data.meshward.lib.get(p, "number", "?")])

@@ -3,14 +3,12 @@ package meshward.rules.workloadentry
 
 import rego.v1
 
-import data.meshward.lib
-
 # ---------------------------------------------------------------------------
 # workloadentry/unselected (warning)
 
 findings contains f if {
-	some we in lib.model_workload_entries
-	object.get(we, "selected_by", []) in lib.empty_values
+	some we in data.meshward.lib.model_workload_entries
+	object.get(we, "selected_by", []) in data.meshward.lib.empty_values
 	not selected_by_service(we)
 	f := {
 		"rule": "workloadentry/unselected",
@@ -19,7 +17,7 @@ findings contains f if {
 		"path": ["metadata", "labels"],
 		"message": sprintf(
 			"%s (labels %s) is selected by no ServiceEntry or Kubernetes Service: it is registered but has no host name to be called by, so no traffic reaches it%s. Add a ServiceEntry whose spec.workloadSelector.labels match its metadata.labels, or fix the labels.",
-			[lib.display(we.id), lib.labels_text(we.labels), nearby_text(we)],
+			[data.meshward.lib.display(we.id), data.meshward.lib.labels_text(we.labels), nearby_text(we)],
 		),
 	}
 }
@@ -27,7 +25,7 @@ findings contains f if {
 # Kubernetes Services select WorkloadEntries too (istiod adds them as endpoints):
 # selectors of the Services of each namespace.
 service_selectors[r.namespace] contains sel if {
-	some r in lib.resources("Service")
+	some r in data.meshward.lib.resources("Service")
 	sel := object.get(r.body, ["spec", "selector"], null)
 	is_object(sel)
 	count(sel) > 0
@@ -36,18 +34,18 @@ service_selectors[r.namespace] contains sel if {
 selected_by_service(we) if {
 	some sel in service_selectors[we.namespace]
 	every k, v in sel {
-		lib.get(we.labels, k, null) == v
+		data.meshward.lib.get(we.labels, k, null) == v
 	}
 }
 
 # ServiceEntry selectors per namespace, named to help spot a near-miss.
-se_selectors_in[s.namespace] contains sprintf("%s selects %s", [lib.display(s.resource), lib.labels_text(s.labels)]) if {
-	some s in lib.model_selectors
+se_selectors_in[s.namespace] contains sprintf("%s selects %s", [data.meshward.lib.display(s.resource), data.meshward.lib.labels_text(s.labels)]) if {
+	some s in data.meshward.lib.model_selectors
 	s.kind == "ServiceEntry"
 	s.scope == "workload"
 }
 
-nearby_text(we) := sprintf(" (in namespace %s, %s)", [we.namespace, lib.enumerate(nearby, 3)]) if {
+nearby_text(we) := sprintf(" (in namespace %s, %s)", [we.namespace, data.meshward.lib.enumerate(nearby, 3)]) if {
 	nearby := se_selectors_in[we.namespace]
 	count(nearby) > 0
 } else := ""
@@ -56,9 +54,9 @@ nearby_text(we) := sprintf(" (in namespace %s, %s)", [we.namespace, lib.enumerat
 # workloadentry/address-required (error)
 
 findings contains f if {
-	some r in lib.resources("WorkloadEntry")
-	object.get(r.body, ["spec", "address"], null) in lib.empty_values
-	object.get(r.body, ["spec", "network"], null) in lib.empty_values
+	some r in data.meshward.lib.resources("WorkloadEntry")
+	object.get(r.body, ["spec", "address"], null) in data.meshward.lib.empty_values
+	object.get(r.body, ["spec", "network"], null) in data.meshward.lib.empty_values
 	f := {
 		"rule": "workloadentry/address-required",
 		"severity": "error",
@@ -75,7 +73,7 @@ findings contains f if {
 # workloadentry/invalid-address (error)
 
 findings contains f if {
-	some we in lib.model_workload_entries
+	some we in data.meshward.lib.model_workload_entries
 	problem := we.address_problem
 	problem != null
 	f := {
@@ -85,7 +83,7 @@ findings contains f if {
 		"path": ["spec", "address"],
 		"message": sprintf(
 			"%s has address %s, which %s: it is not a valid IP address, FQDN or unix socket, so Istio's validating webhook refuses the WorkloadEntry (the CRD alone accepts any string; with the webhook inactive it is accepted and traffic meant for this server cannot reach it). Use a bare IP address, a host name, or a unix:// socket path.",
-			[lib.display(we.id), json.marshal(we.address), problem],
+			[data.meshward.lib.display(we.id), json.marshal(we.address), problem],
 		),
 	}
 }

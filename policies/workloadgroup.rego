@@ -3,8 +3,6 @@ package meshward.rules.workloadgroup
 
 import rego.v1
 
-import data.meshward.lib
-
 probe_methods := ["httpGet", "tcpSocket", "exec", "grpc"]
 
 group_name(r) := sprintf("WorkloadGroup %s/%s", [r.namespace, r.name])
@@ -13,7 +11,7 @@ group_name(r) := sprintf("WorkloadGroup %s/%s", [r.namespace, r.name])
 # workloadgroup/template-required (error)
 
 findings contains f if {
-	some r in lib.resources("WorkloadGroup")
+	some r in data.meshward.lib.resources("WorkloadGroup")
 	not is_object(object.get(r.body, ["spec", "template"], null))
 	f := {
 		"rule": "workloadgroup/template-required",
@@ -32,7 +30,7 @@ findings contains f if {
 
 # The probe of a WorkloadGroup, when it has one.
 probes := [[r, p] |
-	some r in lib.resources("WorkloadGroup")
+	some r in data.meshward.lib.resources("WorkloadGroup")
 	p := object.get(r.body, ["spec", "probe"], null)
 	is_object(p)
 ]
@@ -68,7 +66,7 @@ incomplete[r.id] contains [path, problem] if {
 	some m in ["httpGet", "tcpSocket"]
 	action := object.get(probe, m, null)
 	action != null
-	port := lib.get(action, "port", null)
+	port := data.meshward.lib.get(action, "port", null)
 	not valid_port(port)
 	path := ["spec", "probe", m, "port"]
 	problem := port_problem(m, port)
@@ -78,14 +76,14 @@ incomplete[r.id] contains [path, problem] if {
 	some [r, probe] in probes
 	action := object.get(probe, "exec", null)
 	action != null
-	not lib.non_empty(lib.array_of(lib.get(action, "command", null)))
+	not data.meshward.lib.non_empty(data.meshward.lib.array_of(data.meshward.lib.get(action, "command", null)))
 	path := ["spec", "probe", "exec", "command"]
 	problem := "exec has no command"
 }
 
 incomplete[r.id] contains [path, problem] if {
 	some [r, probe] in probes
-	scheme := lib.get(object.get(probe, "httpGet", null), "scheme", null)
+	scheme := data.meshward.lib.get(object.get(probe, "httpGet", null), "scheme", null)
 	scheme != null
 	not scheme in {"", "HTTP", "HTTPS"}
 	path := ["spec", "probe", "httpGet", "scheme"]
@@ -115,7 +113,7 @@ findings contains f if {
 # workloadgroup/unreachable (warning)
 
 findings contains f if {
-	some g in lib.model_workload_groups
+	some g in data.meshward.lib.model_workload_groups
 	g.has_template == true
 	count(g.selected_by) == 0
 	count(g.selected_by_services) == 0
@@ -126,18 +124,18 @@ findings contains f if {
 		"path": ["spec", "metadata", "labels"],
 		"message": sprintf(
 			"%s: no ServiceEntry or Kubernetes Service in namespace %s selects the labels its VMs register with (%s): VMs started from this group join the mesh but have no host name to be called by, so no traffic reaches them%s. Add a ServiceEntry (location: MESH_INTERNAL, resolution: STATIC) whose spec.workloadSelector.labels match the group's spec.metadata.labels, or fix the labels.",
-			[group_name(g), g.namespace, lib.labels_text(object.union(g.metadata_labels, g.template_labels)), nearby_text(g.namespace)],
+			[group_name(g), g.namespace, data.meshward.lib.labels_text(object.union(g.metadata_labels, g.template_labels)), nearby_text(g.namespace)],
 		),
 	}
 }
 
 # ServiceEntry selectors of a namespace, named to help spot a near-miss.
-se_selectors_in[s.namespace] contains sprintf("%s selects %s", [lib.display(s.resource), lib.labels_text(s.labels)]) if {
-	some s in lib.model_selectors
+se_selectors_in[s.namespace] contains sprintf("%s selects %s", [data.meshward.lib.display(s.resource), data.meshward.lib.labels_text(s.labels)]) if {
+	some s in data.meshward.lib.model_selectors
 	s.kind == "ServiceEntry"
 	s.scope == "workload"
 }
 
-nearby_text(ns) := sprintf(" (in namespace %s, %s)", [ns, lib.enumerate(se_selectors_in[ns], 3)]) if {
+nearby_text(ns) := sprintf(" (in namespace %s, %s)", [ns, data.meshward.lib.enumerate(se_selectors_in[ns], 3)]) if {
 	count(se_selectors_in[ns]) > 0
 } else := ""
