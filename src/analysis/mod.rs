@@ -171,15 +171,6 @@ pub fn analyze(
             text: String::from_utf8_lossy(&f.bytes).into_owned(),
         })
         .collect();
-    let mut trusted = policy::builtin();
-    trusted.extend(opts.extra_policies.iter().cloned());
-    let compiling = std::time::Instant::now();
-    let policies = Policies::compile(&trusted, &repo_policies)?;
-    tracing::debug!(
-        elapsed_ms = compiling.elapsed().as_millis() as u64,
-        "policies compiled"
-    );
-
     let mut notes = Vec::new();
     if let Some(b) = &base {
         if policy_files_differ(b.tree, head.tree) {
@@ -284,6 +275,24 @@ pub fn analyze(
             clusters::forget(b);
         }
     }
+    // Compiled once the kinds the revisions hold are known: a built-in file for
+    // kinds neither holds is left out.
+    let held: std::collections::HashSet<&str> = head_parsed
+        .loaded
+        .resources
+        .iter()
+        .chain(base_parsed.iter().flat_map(|b| &b.loaded.resources))
+        .map(|r| r.kind.as_str())
+        .collect();
+    let mut trusted = policy::builtin();
+    trusted.extend(opts.extra_policies.iter().cloned());
+    let compiling = std::time::Instant::now();
+    let policies = Policies::compile_for(&trusted, &repo_policies, &|k| held.contains(k))?;
+    tracing::debug!(
+        elapsed_ms = compiling.elapsed().as_millis() as u64,
+        "policies compiled"
+    );
+    drop(held);
     let roots = root_outcomes(&head_parsed);
     if let Some(note) = render_note(&roots, opts.changed_paths.is_some()) {
         notes.push(note);

@@ -51,6 +51,23 @@ impl PolicySource {
     fn marked_per_object(&self) -> bool {
         self.text.lines().any(|l| l.trim() == PER_OBJECT_MARK)
     }
+
+    /// Whether a check whose revisions hold the kinds `held` says yes to needs this
+    /// file: not when it is marked for kinds (`KINDS_MARK`) none of which is held.
+    fn needed_with(&self, held: &dyn Fn(&str) -> bool) -> bool {
+        let kinds = self.marked_kinds();
+        kinds.is_empty() || kinds.into_iter().any(held)
+    }
+
+    /// The kinds the file is marked for (`KINDS_MARK`), if any.
+    fn marked_kinds(&self) -> Vec<&str> {
+        self.text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(KINDS_MARK))
+            .flat_map(|kinds| kinds.split([',', ' ']))
+            .filter(|k| !k.is_empty())
+            .collect()
+    }
 }
 
 /// The line a built-in policy file carries when what its package finds on an object
@@ -58,6 +75,13 @@ impl PolicySource {
 /// finding names its object: base and head then share the findings on the objects
 /// they hold alike, and the package runs on parts of a revision side by side.
 const PER_OBJECT_MARK: &str = "# meshward: per-object";
+
+/// The line (`# meshward: only-for-kinds Sidecar`) a built-in policy file carries
+/// when its rules find nothing unless a revision holds an object of one of the kinds
+/// named (they read only those objects, and call only their own file's helpers and
+/// those of files without the mark): a check whose revisions hold none does not
+/// compile it. Compiling the built-in policies is most of what a small check costs.
+const KINDS_MARK: &str = "# meshward: only-for-kinds ";
 
 /// Which of the packages one evaluation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,11 +266,33 @@ impl Policies {
     /// (from the repository: a file that does not compile is a problem, reported,
     /// and the rest still run). Test files are not loaded for checks.
     pub fn compile(trusted: &[PolicySource], untrusted: &[PolicySource]) -> Result<Policies> {
-        let trusted = Trusted::compiled(trusted)?;
+        Self::compile_for(trusted, untrusted, &|_| true)
+    }
+
+    /// As [`Policies::compile`], for a check whose revisions hold the kinds `held`
+    /// says yes to: where every file is meshward's own, a file marked for other kinds
+    /// (`KINDS_MARK`) is left out. A file of the repository's or the operator's may
+    /// call any built-in rule, so with one every file is compiled.
+    pub(crate) fn compile_for(
+        trusted: &[PolicySource],
+        untrusted: &[PolicySource],
+        held: &dyn Fn(&str) -> bool,
+    ) -> Result<Policies> {
+        let loaded: Vec<&PolicySource> = trusted.iter().filter(|p| !p.is_test()).collect();
+        let only_ours = untrusted.iter().all(PolicySource::is_test)
+            && loaded.iter().all(|p| p.path.starts_with("builtin:"));
+        let needed: Vec<PolicySource> = loaded
+            .iter()
+            .filter(|p| !only_ours || p.needed_with(held))
+            .map(|p| (*p).clone())
+            .collect();
+        let trusted = Trusted::compiled(&needed)?;
         let mut engine = trusted.engine.clone();
         let mut packages = trusted.packages.clone();
         let mut problems = Vec::new();
-        let mut count = trusted.sources.len();
+        // Every file counts as loaded, compiled or not: the report says the same
+        // number whatever kinds a change holds.
+        let mut count = loaded.len();
         let mut accepted = Vec::new();
         for p in untrusted.iter().filter(|p| !p.is_test()) {
             let mut candidate = engine.clone();
@@ -372,9 +418,10 @@ impl Policies {
     }
 }
 
-/// The trusted policies (built-in and the operator's) compiled: the same for every
-/// check of a process, so the service compiles them once, not for each job (about
-/// 25 ms of CPU and 13 MB of scheduling and hoisting tables each time).
+/// The trusted policies (built-in and the operator's) a check needs, compiled: the
+/// same for every check of a process that needs the same files, so the service
+/// compiles each such set once, not for each job (about 25 ms of CPU and 13 MB of
+/// scheduling and hoisting tables each time).
 pub(crate) struct Trusted {
     /// What was compiled (test files left out), in order.
     pub(crate) sources: Vec<PolicySource>,
@@ -385,7 +432,8 @@ pub(crate) struct Trusted {
 }
 
 impl Trusted {
-    /// Sets of trusted policies kept: a process has one (tests a few more).
+    /// Sets of trusted policies kept: a service sees a few (repositories differ in the
+    /// Istio kinds they hold, and so in the files they need).
     const KEPT: usize = 4;
 
     /// `sources` compiled, or as compiled for an earlier check of this process.
@@ -766,5 +814,135 @@ findings contains f if {{
         let built_in = Policies::compile(&builtin(), &[]).expect("compile");
         assert!(!Arc::ptr_eq(&built_in.trusted, &first.trusted));
         assert!(rules_found(&built_in, input).is_empty());
+    }
+
+    /// A built-in file marked for kinds finds nothing where no object of its kinds
+    /// is: a check holding none, which does not compile it, finds what one compiling
+    /// every file finds. And with only its kinds present, it needs no other marked
+    /// file. Checked on the schema fixtures (every webhook constraint class).
+    #[test]
+    fn a_file_for_kinds_a_check_does_not_hold_is_left_out_and_changes_nothing() {
+        use crate::manifest::{fixture_files, load, Limits, Resource};
+        let mut files = fixture_files("schema/istio/invalid", "invalid/");
+        files.extend(fixture_files("schema/istio/valid", "valid/"));
+        let loaded = load(&files, &Limits::default());
+        let all = Policies::compile(&builtin(), &[]).expect("compile");
+        let limits = PolicyLimits {
+            runner: None,
+            ..PolicyLimits::default()
+        };
+        // Every finding and problem on `resources`.
+        let found =
+            |policies: &Policies, resources: &[Resource]| {
+                let model = crate::model::build(resources, &Default::default(), None);
+                let bodies = input::BodyValues::of(resources.iter()).of_each(resources);
+                let parts = input::InputParts::new(
+                    resources,
+                    bodies,
+                    || input::policy_value(&model),
+                    None,
+                    None,
+                    &Default::default(),
+                );
+                let requests = [Packages::Joined, Packages::PerObject]
+                    .map(|which| (parts.input(0..parts.len()), which))
+                    .to_vec();
+                let mut out: Vec<String> = Vec::new();
+                for (findings, problems) in policies.evaluate_many(requests, &limits) {
+                    out.extend(findings.iter().map(|f| {
+                        format!("{:?} {:?} {} {}", f.resource, f.path, f.rule, f.message)
+                    }));
+                    out.extend(
+                        problems
+                            .iter()
+                            .map(|p| format!("{}: {}", p.file, p.message)),
+                    );
+                }
+                out.sort();
+                out
+            };
+        // Says what one has and the other lacks.
+        let same = |left: Vec<String>, right: Vec<String>, what: &str| {
+            let only = |a: &[String], b: &[String]| -> Vec<String> {
+                a.iter()
+                    .filter(|x| !b.contains(x))
+                    .take(3)
+                    .cloned()
+                    .collect()
+            };
+            assert!(
+                left == right,
+                "{what}: {:?} against {:?}",
+                only(&left, &right),
+                only(&right, &left)
+            );
+        };
+        let marked: Vec<(PolicySource, Vec<String>)> = builtin()
+            .into_iter()
+            .filter_map(|p| {
+                let kinds: Vec<String> = p.marked_kinds().into_iter().map(String::from).collect();
+                (!kinds.is_empty()).then_some((p, kinds))
+            })
+            .collect();
+        assert!(marked.len() >= 8, "{}", marked.len());
+        for (file, kinds) in &marked {
+            let of = |k: &str| kinds.iter().any(|m| m == k);
+            let mut seen = std::collections::HashMap::<&str, usize>::new();
+            // The other kinds, a few objects each: whatever they are, the file left
+            // out has nothing to find on them.
+            let others: Vec<Resource> = loaded
+                .resources
+                .iter()
+                .filter(|r| !of(&r.kind))
+                .filter(|r| {
+                    let n = seen.entry(r.kind.as_str()).or_default();
+                    *n += 1;
+                    *n <= 4
+                })
+                .cloned()
+                .collect();
+            let without = Policies::compile_for(&builtin(), &[], &|k| !of(k)).expect("compile");
+            assert!(
+                !without.trusted.sources.contains(file),
+                "{} compiled for a check without {kinds:?}",
+                file.path
+            );
+            assert_eq!(without.count, all.count, "every file counts");
+            same(
+                found(&without, &others),
+                found(&all, &others),
+                &format!("leaving out {} changed what the others find", file.path),
+            );
+            let own: Vec<Resource> = loaded
+                .resources
+                .iter()
+                .filter(|r| of(&r.kind))
+                .cloned()
+                .collect();
+            let only = Policies::compile_for(&builtin(), &[], &of).expect("compile");
+            assert!(only.trusted.sources.contains(file));
+            let on_its_own = found(&only, &own);
+            assert!(
+                on_its_own.iter().any(|f| f.contains("schema/invalid")),
+                "{}: the fixtures hold no invalid {kinds:?}",
+                file.path
+            );
+            same(
+                on_its_own,
+                found(&all, &own),
+                &format!("{} needs another marked file", file.path),
+            );
+        }
+        // Files of anyone else's may call any built-in rule: then every file is compiled.
+        let operator = source(
+            "/etc/meshward/policies/p.rego",
+            "package p\n\nimport rego.v1\n\nx := 1\n",
+        );
+        let mut trusted = builtin();
+        trusted.push(operator);
+        let with_operator = Policies::compile_for(&trusted, &[], &|_| false).expect("compile");
+        assert!(marked
+            .iter()
+            .all(|(f, _)| with_operator.trusted.sources.contains(f)));
     }
 }

@@ -293,7 +293,7 @@ pub const RULES: &[RuleDoc] = &[
         "Ingress traffic skips the waypoint where a policy is bound",
         "Ingress gateways send straight to a Service's pods unless the Service (or its namespace) has istio.io/ingress-use-waypoint: \"true\": policies bound at its waypoint (targetRefs) do not see requests entering there. Label the Service.",
         "a Service served by a waypoint with a policy bound there (targetRefs), reached by an ingress route (a VirtualService on a gateway, an HTTPRoute on a non-waypoint Gateway), without `istio.io/ingress-use-waypoint: \"true\"`"),
-    // the API server's net: CRD schemas and CEL rules (src/schema), Istio's webhook (policies/schema.rego)
+    // the API server's net: CRD schemas and CEL rules (src/schema), Istio's webhook (policies/schema*.rego)
     rule!("schema/invalid", "error", Some("IST0106"),
         "The API server refuses the object",
         "The object breaks its CustomResourceDefinition (type, required, enum, pattern, format, bounds, an unknown field, a CEL rule) or, for the Istio kinds, a check of Istio's validating webhook: kubectl, Argo CD and Flux fail to apply it, after merge, and the cluster keeps the previous version. The message names the field and the rule; fix the field. The repository's own CRD decides for the versions it defines; meshward's schemas of the Istio kinds stand in where it has none.",
