@@ -18,8 +18,9 @@
 # This file holds the objects, the helpers and the checks on every kind; the checks on
 # one kind are in schema_<kind>.rego, each marked `only-for-kinds`: a check whose
 # revisions hold none of that kind does not compile it (most of what a small check
-# costs is compiling the policies). Such a file reads only its kind's objects and calls
-# only its own helpers and those of this file and lib.rego.
+# costs is compiling the policies). Such a file reads only its kind's objects (and model
+# facts drawn from them) and calls only its own helpers and those of this file and
+# lib.rego.
 # meshward: per-object
 package meshward.rules.schema
 

@@ -2,9 +2,9 @@
 # part of package meshward.rules.schema (schema.rego holds the objects, the helpers and
 # why).
 #
-# Reads only objs.WorkloadEntry, with the helpers of this file, schema.rego and
-# lib.rego: a check whose revisions hold no WorkloadEntry does not compile it. Keep it
-# so.
+# Reads only objs.WorkloadEntry (and the model's facts on WorkloadEntries, which only
+# keep a finding back), with the helpers of this file, schema.rego and lib.rego: a
+# check whose revisions hold no WorkloadEntry does not compile it. Keep it so.
 # meshward: per-object
 # meshward: only-for-kinds WorkloadEntry
 package meshward.rules.schema

@@ -156,6 +156,7 @@ pub fn check(req: &CheckRequest) -> Result<report::Report, CheckError> {
             fail_on: req.fail_on,
             today: req.today,
             render_all: req.render_all,
+            every_policy_file: false,
         },
     )
     .map(|checked| checked.report);

@@ -65,6 +65,8 @@ pub struct Options {
     pub render_limits: crate::render::RenderLimits,
     /// The same for evaluating policies (`policy.timeout_seconds`, `policy.max_memory_mib`).
     pub policy_limits: PolicyLimits,
+    /// Compile every built-in policy file, also those for kinds the check does not hold.
+    pub every_policy_file: bool,
 }
 
 impl Options {
@@ -83,6 +85,7 @@ impl Options {
             limits: Limits::default(),
             render_limits: crate::render::RenderLimits::default(),
             policy_limits: PolicyLimits::default(),
+            every_policy_file: false,
         }
     }
 }
@@ -104,6 +107,9 @@ pub struct CheckSettings {
     pub today: NaiveDate,
     /// With a base, render every root, not only those the change touches.
     pub render_all: bool,
+    /// Compile every built-in policy file, also those for kinds the check does not
+    /// hold: for a service, whose one compiled engine then serves every repository.
+    pub every_policy_file: bool,
 }
 
 /// What the pipeline gave: the report, and the paths the change touches (None
@@ -133,6 +139,7 @@ pub fn check(
         evidence: settings.evidence,
         prometheus: settings.prometheus,
         fail_on: settings.fail_on,
+        every_policy_file: settings.every_policy_file,
         ..Options::new(settings.today)
     };
     let report = analyze(base, head, &opts)?;
@@ -287,7 +294,9 @@ pub fn analyze(
     let mut trusted = policy::builtin();
     trusted.extend(opts.extra_policies.iter().cloned());
     let compiling = std::time::Instant::now();
-    let policies = Policies::compile_for(&trusted, &repo_policies, &|k| held.contains(k))?;
+    let policies = Policies::compile_for(&trusted, &repo_policies, &|k| {
+        opts.every_policy_file || held.contains(k)
+    })?;
     tracing::debug!(
         elapsed_ms = compiling.elapsed().as_millis() as u64,
         "policies compiled"

@@ -422,6 +422,8 @@ async fn check(
                 fail_on: None,
                 today: chrono::Local::now().date_naive(),
                 render_all: false,
+                // One engine for every repository the service checks, compiled once.
+                every_policy_file: true,
             },
         )
         .map_err(|e| match e {

@@ -64,7 +64,7 @@ impl PolicySource {
         self.text
             .lines()
             .filter_map(|l| l.trim().strip_prefix(KINDS_MARK))
-            .flat_map(|kinds| kinds.split([',', ' ']))
+            .flat_map(|kinds| kinds.split(|c: char| c == ',' || c.is_whitespace()))
             .filter(|k| !k.is_empty())
             .collect()
     }
@@ -78,8 +78,8 @@ const PER_OBJECT_MARK: &str = "# meshward: per-object";
 
 /// The line (`# meshward: only-for-kinds Sidecar`) a built-in policy file carries
 /// when its rules find nothing unless a revision holds an object of one of the kinds
-/// named (they read only those objects, and call only their own file's helpers and
-/// those of files without the mark): a check whose revisions hold none does not
+/// named (they read only those objects and model facts drawn from them, and call
+/// only their own file's helpers and those of files without the mark): a check whose revisions hold none does not
 /// compile it. Compiling the built-in policies is most of what a small check costs.
 const KINDS_MARK: &str = "# meshward: only-for-kinds ";
 
@@ -278,21 +278,23 @@ impl Policies {
         untrusted: &[PolicySource],
         held: &dyn Fn(&str) -> bool,
     ) -> Result<Policies> {
-        let loaded: Vec<&PolicySource> = trusted.iter().filter(|p| !p.is_test()).collect();
-        let only_ours = untrusted.iter().all(PolicySource::is_test)
-            && loaded.iter().all(|p| p.path.starts_with("builtin:"));
-        let needed: Vec<PolicySource> = loaded
-            .iter()
-            .filter(|p| !only_ours || p.needed_with(held))
-            .map(|p| (*p).clone())
-            .collect();
-        let trusted = Trusted::compiled(&needed)?;
+        let needed = needed_files(trusted, untrusted, held);
+        Self::on(Trusted::compiled(&needed)?, trusted, untrusted)
+    }
+
+    /// `untrusted` compiled onto `trusted`: the files of `all_trusted` a check needs,
+    /// compiled (every one of them counts).
+    fn on(
+        trusted: Arc<Trusted>,
+        all_trusted: &[PolicySource],
+        untrusted: &[PolicySource],
+    ) -> Result<Policies> {
         let mut engine = trusted.engine.clone();
         let mut packages = trusted.packages.clone();
         let mut problems = Vec::new();
         // Every file counts as loaded, compiled or not: the report says the same
         // number whatever kinds a change holds.
-        let mut count = loaded.len();
+        let mut count = all_trusted.iter().filter(|p| !p.is_test()).count();
         let mut accepted = Vec::new();
         for p in untrusted.iter().filter(|p| !p.is_test()) {
             let mut candidate = engine.clone();
@@ -418,10 +420,27 @@ impl Policies {
     }
 }
 
+/// The files of `trusted` (test files left out) a check whose revisions hold the
+/// kinds `held` says yes to needs: where every file is meshward's own, not those
+/// marked for other kinds (`KINDS_MARK`).
+fn needed_files(
+    trusted: &[PolicySource],
+    untrusted: &[PolicySource],
+    held: &dyn Fn(&str) -> bool,
+) -> Vec<PolicySource> {
+    let loaded = trusted.iter().filter(|p| !p.is_test());
+    let only_ours = untrusted.iter().all(PolicySource::is_test)
+        && loaded.clone().all(|p| p.path.starts_with("builtin:"));
+    loaded
+        .filter(|p| !only_ours || p.needed_with(held))
+        .cloned()
+        .collect()
+}
+
 /// The trusted policies (built-in and the operator's) a check needs, compiled: the
-/// same for every check of a process that needs the same files, so the service
-/// compiles each such set once, not for each job (about 25 ms of CPU and 13 MB of
-/// scheduling and hoisting tables each time).
+/// same for every check of a process that needs the same files, so the service (which
+/// compiles every file) compiles them once, not for each job (about 25 ms of CPU and
+/// 13 MB of scheduling and hoisting tables each time).
 pub(crate) struct Trusted {
     /// What was compiled (test files left out), in order.
     pub(crate) sources: Vec<PolicySource>,
@@ -432,8 +451,8 @@ pub(crate) struct Trusted {
 }
 
 impl Trusted {
-    /// Sets of trusted policies kept: a service sees a few (repositories differ in the
-    /// Istio kinds they hold, and so in the files they need).
+    /// Sets of trusted policies kept: a process has one (`serve` compiles every file
+    /// for every repository; tests have a few more).
     const KEPT: usize = 4;
 
     /// `sources` compiled, or as compiled for an earlier check of this process.
@@ -446,21 +465,7 @@ impl Trusted {
         if let Some(found) = KEPT.lock().ok().and_then(|list| kept(&list, &sources)) {
             return Ok(found);
         }
-        let mut engine = new_engine(EVAL_LIMIT);
-        let mut packages = Vec::new();
-        for p in &sources {
-            engine
-                .add_policy(p.path.clone(), p.text.clone())
-                .map_err(|e| anyhow::anyhow!("{e}"))
-                .with_context(|| format!("policy {} does not compile", p.path))?;
-            register(p, &mut packages);
-        }
-        prepare(&mut engine).context("the built-in policies do not compile")?;
-        let compiled = Arc::new(Trusted {
-            sources,
-            engine,
-            packages,
-        });
+        let compiled = Arc::new(Self::compile(sources)?);
         if let Ok(mut list) = KEPT.lock() {
             // Another check may have compiled the same meanwhile: one copy is kept.
             if let Some(found) = kept(&list, &compiled.sources) {
@@ -472,6 +477,25 @@ impl Trusted {
             list.push(compiled.clone());
         }
         Ok(compiled)
+    }
+
+    /// `sources` (no test file among them) compiled.
+    fn compile(sources: Vec<PolicySource>) -> Result<Trusted> {
+        let mut engine = new_engine(EVAL_LIMIT);
+        let mut packages = Vec::new();
+        for p in &sources {
+            engine
+                .add_policy(p.path.clone(), p.text.clone())
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("policy {} does not compile", p.path))?;
+            register(p, &mut packages);
+        }
+        prepare(&mut engine).context("the built-in policies do not compile")?;
+        Ok(Trusted {
+            sources,
+            engine,
+            packages,
+        })
     }
 }
 
@@ -861,6 +885,13 @@ findings contains f if {{
                 out.sort();
                 out
             };
+        // Compiled for a check holding what `held` says yes to, past the process's
+        // cache (other tests count on what it keeps).
+        let exactly = |held: &dyn Fn(&str) -> bool| {
+            let needed = needed_files(&builtin(), &[], held);
+            let compiled = Trusted::compile(needed).expect("compile");
+            Policies::on(Arc::new(compiled), &builtin(), &[]).expect("compile")
+        };
         // Says what one has and the other lacks.
         let same = |left: Vec<String>, right: Vec<String>, what: &str| {
             let only = |a: &[String], b: &[String]| -> Vec<String> {
@@ -901,7 +932,7 @@ findings contains f if {{
                 })
                 .cloned()
                 .collect();
-            let without = Policies::compile_for(&builtin(), &[], &|k| !of(k)).expect("compile");
+            let without = exactly(&|k| !of(k));
             assert!(
                 !without.trusted.sources.contains(file),
                 "{} compiled for a check without {kinds:?}",
@@ -919,7 +950,7 @@ findings contains f if {{
                 .filter(|r| of(&r.kind))
                 .cloned()
                 .collect();
-            let only = Policies::compile_for(&builtin(), &[], &of).expect("compile");
+            let only = exactly(&of);
             assert!(only.trusted.sources.contains(file));
             let on_its_own = found(&only, &own);
             assert!(
@@ -940,9 +971,7 @@ findings contains f if {{
         );
         let mut trusted = builtin();
         trusted.push(operator);
-        let with_operator = Policies::compile_for(&trusted, &[], &|_| false).expect("compile");
-        assert!(marked
-            .iter()
-            .all(|(f, _)| with_operator.trusted.sources.contains(f)));
+        let with_operator = needed_files(&trusted, &[], &|_| false);
+        assert!(marked.iter().all(|(f, _)| with_operator.contains(f)));
     }
 }
