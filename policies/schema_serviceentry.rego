@@ -63,6 +63,9 @@ issues contains [e.o.id, ["spec", "ports", i, "targetPort"], say(e.o, text, fix)
 
 issues contains [e.o.id, ["spec", "ports", j, "name"], say(e.o, text, fix)] if {
 	some e in ses
+	# The pairwise search only where some name repeats (up to 256 ports).
+	names := [m | some p in e.ports; is_object(p); m := object.get(p, "name", ""); is_string(m); m != ""]
+	count(names) != count({m | some m in names})
 	some j, p in e.ports
 	is_object(p)
 	n := object.get(p, "name", "")
