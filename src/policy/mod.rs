@@ -79,8 +79,9 @@ const PER_OBJECT_MARK: &str = "# meshward: per-object";
 /// The line (`# meshward: only-for-kinds Sidecar`) a built-in policy file carries
 /// when its rules find nothing unless a revision holds an object of one of the kinds
 /// named (they read only those objects and model facts drawn from them, and call
-/// only their own file's helpers and those of files without the mark): a check whose revisions hold none does not
-/// compile it. Compiling the built-in policies is most of what a small check costs.
+/// only their own file's helpers and those of files without the mark): a check
+/// whose revisions hold none does not compile it. Compiling the built-in policies is
+/// most of what a small check costs.
 const KINDS_MARK: &str = "# meshward: only-for-kinds ";
 
 /// Which of the packages one evaluation runs.
