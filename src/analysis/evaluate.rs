@@ -92,7 +92,8 @@ pub(super) fn evaluate_revisions(
         ));
         of.push(whole);
         if split {
-            for objects in parts(own) {
+            let kind = |i: usize| revision.loaded.resources.get(i).map(|r| r.kind.as_str());
+            for objects in parts(own, kind) {
                 requests.push((revision.parts.input(objects), Packages::PerObject));
                 of.push(part);
             }
@@ -144,12 +145,26 @@ pub(super) fn evaluate_revisions(
 }
 
 /// A revision's objects in parts to evaluate side by side: one per core from a few
-/// thousand objects on, each in the revision's order.
-fn parts(objects: Vec<usize>) -> Vec<Vec<usize>> {
+/// thousand objects on, each in the revision's order. Each kind's objects are dealt
+/// out in turn: what an object costs to check depends on its kind (a ServiceEntry
+/// tens of times a Deployment), and a revision's order is its files' order, in which
+/// the costly kinds sit together (in runs, one part took 0.42 s and the other 0.15 s
+/// at 100k; dealt without regard to kind, the ServiceEntries and WorkloadEntries of
+/// files holding one of each went to one part each).
+fn parts<'a>(objects: Vec<usize>, kind: impl Fn(usize) -> Option<&'a str>) -> Vec<Vec<usize>> {
     const PER_PART: usize = 2_000;
+    if objects.is_empty() {
+        return Vec::new();
+    }
     let count = (objects.len() / PER_PART).clamp(1, rayon::current_num_threads().max(1));
-    let size = objects.len().div_ceil(count).max(1);
-    objects.chunks(size).map(<[usize]>::to_vec).collect()
+    let mut out = vec![Vec::with_capacity(objects.len().div_ceil(count)); count];
+    let mut dealt: HashMap<Option<&str>, usize> = HashMap::default();
+    for i in objects {
+        let turn = dealt.entry(kind(i)).or_default();
+        out[*turn % count].push(i);
+        *turn += 1;
+    }
+    out
 }
 
 /// Turns what the policies returned for one revision into its findings.
