@@ -27,7 +27,10 @@ mk_input(by_kind) := {
 	"resources": [],
 	"by_kind": by_kind,
 	"model": {
-		"namespaces": {"shop": ns("shop"), "web": ns("web")},
+		"namespaces": {
+			"shop": object.union(ns("shop"), {"service_accounts": ["cart"]}),
+			"web": object.union(ns("web"), {"service_accounts": ["frontend"]}),
+		},
 		"workloads": [],
 		"workload_entries": [{
 			"id": "WorkloadEntry/vm/vm-1", "namespace": "vm", "name": "vm-1", "labels": {}, "metadata_labels": {}, "spec_labels": {},
@@ -216,6 +219,7 @@ change_input(head_sa, head_allowed, base_allowed) := {
 			"scope": "workload", "matches": ["Deployment/shop/cart"], "match_count": 1,
 		}],
 		"service_accounts": {sprintf("shop/%s", [head_sa]): ["Deployment/shop/web"]},
+		"service_account_changed": sa_changed(head_sa),
 		"identities": {sprintf("shop/%s", [head_sa]): identity(head_sa, head_allowed)},
 	},
 	"base": {
@@ -225,6 +229,9 @@ change_input(head_sa, head_allowed, base_allowed) := {
 	"evidence": null,
 	"config": {"mesh": {"root_namespace": "istio-system", "trust_domain": "cluster.local"}},
 }
+
+# What the model says (src/model) when head's web runs as head_sa and base's as web.
+sa_changed(head_sa) := [] if head_sa == "web" else := ["Deployment/shop/web"]
 
 identity_findings(inp) := {f | some f in authz.findings with input as inp; f.rule == "authz/identity-change"}
 

@@ -69,7 +69,13 @@ impl Judge<'_> {
         let head_built = head
             .model
             .take()
-            .filter(|m| base_model.is_none_or(|b| model::same_against(m, b)));
+            .filter(|m| base_model.is_none_or(|b| model::same_against(m, b)))
+            .map(|mut m| {
+                if let Some(b) = base_model {
+                    m.service_account_changed = model::service_account_changed(&m, b);
+                }
+                m
+            });
         let (head_model, (base_value, bodies)) = rayon::join(
             || {
                 head_built.unwrap_or_else(|| {

@@ -40,6 +40,10 @@ pub struct Model {
     pub peer_authentications: Vec<PeerAuthn>,
     /// `ns/sa` → ids of what runs as it.
     pub service_accounts: BTreeMap<String, Vec<String>>,
+    /// Ids of workloads base holds too, a copy of which runs as a service account no
+    /// copy in base ran as: they present a new identity. Relative to base, like
+    /// `Workload::pending_rollout`; empty without one (and in base's own model).
+    pub service_account_changed: Vec<String>,
     /// scope key → effective mode.
     pub mtls_scopes: BTreeMap<String, String>,
     pub workload_groups: Vec<WorkloadGroup>,
@@ -112,6 +116,9 @@ pub struct Namespace {
     pub workloads_waypoint: usize,
     /// Workloads whose proxy depends on labels it is unknown whether it has.
     pub workloads_proxy_unknown: usize,
+    /// The service accounts something here runs as (workloads, WorkloadEntries,
+    /// WorkloadGroups), sorted: the keys of `Model::service_accounts` in it.
+    pub service_accounts: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
@@ -274,6 +281,29 @@ pub fn same_against(head: &Model, base: &Model) -> bool {
     })
 }
 
+/// `head`'s `service_account_changed` against `base`: the ids of workloads base holds
+/// whose [id, service account] pair in head base does not have.
+pub fn service_account_changed(head: &Model, base: &Model) -> Vec<String> {
+    let pairs: foldhash::HashSet<(&str, &str)> = base
+        .workloads
+        .iter()
+        .map(|w| (w.id.as_str(), w.service_account.as_str()))
+        .collect();
+    let ids: foldhash::HashSet<&str> = pairs.iter().map(|(id, _)| *id).collect();
+    let mut changed: Vec<String> = head
+        .workloads
+        .iter()
+        .filter(|w| {
+            ids.contains(w.id.as_str())
+                && !pairs.contains(&(w.id.as_str(), w.service_account.as_str()))
+        })
+        .map(|w| w.id.clone())
+        .collect();
+    changed.sort();
+    changed.dedup();
+    changed
+}
+
 /// [`build`], with the namespace labels app objects set (from the render plan).
 pub fn build_with(
     resources: &[Resource],
@@ -407,6 +437,16 @@ pub fn build_with(
             .push(g.id.clone());
     }
 
+    for key in model.service_accounts.keys() {
+        let Some((ns, sa)) = key.split_once('/') else {
+            continue;
+        };
+        if let Some(n) = model.namespaces.get_mut(ns) {
+            // Keys are sorted, so each namespace's are too.
+            n.service_accounts.push(sa.to_string());
+        }
+    }
+
     let (selectors, pas) = {
         let index = Index::new(&model);
         let mut selectors = Vec::new();
@@ -526,6 +566,9 @@ pub fn build_with(
     }
     model.identities = authz::identities(resources, &model.service_accounts, mesh);
     model.traffic = traffic::build(resources, &model, mesh);
+    if let Some(base) = base {
+        model.service_account_changed = service_account_changed(&model, base);
+    }
     model
 }
 
@@ -595,3 +638,45 @@ fn ambient_services(model: &mut Model, resources: &[Resource]) {
 /// Namespaces that are never part of the mesh: Istio never injects them, and a
 /// mesh-wide policy is not about them.
 pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{load, Limits, SourceFile};
+
+    /// One Deployment shop/web per `(file, service account)`: two files make two
+    /// copies of one workload (two roots deploying it).
+    fn model_of(copies: &[(&str, &str)], base: Option<&Model>) -> Model {
+        let files: Vec<SourceFile> = copies
+            .iter()
+            .map(|(file, sa)| SourceFile {
+                path: format!("{file}.yaml"),
+                bytes: format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: shop}}\nspec:\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      serviceAccountName: {sa}\n      containers: [{{name: web, image: web}}]\n").into_bytes(),
+            })
+            .collect();
+        build(
+            &load(&files, &Limits::default()).resources,
+            &MeshConfig::default(),
+            base,
+        )
+    }
+
+    #[test]
+    fn a_workload_changes_service_account_when_a_copy_runs_as_one_base_had_not() {
+        let base = model_of(&[("a", "web"), ("b", "web-staging")], None);
+        assert!(base.service_account_changed.is_empty());
+        // The copies trade places: each account still runs the workload.
+        let swapped = model_of(&[("a", "web-staging"), ("b", "web")], Some(&base));
+        assert!(swapped.service_account_changed.is_empty());
+        let moved = model_of(&[("a", "web-staging"), ("b", "web-v2")], Some(&base));
+        assert_eq!(moved.service_account_changed, ["Deployment/shop/web"]);
+        // A workload new in head presents no new identity of a workload base ran.
+        let fresh = model_of(&[("a", "web")], Some(&model_of(&[], None)));
+        assert!(fresh.service_account_changed.is_empty());
+        // Namespaces list what runs in them, sorted and once.
+        assert_eq!(
+            moved.namespaces["shop"].service_accounts,
+            ["web-staging", "web-v2"]
+        );
+    }
+}

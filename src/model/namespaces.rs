@@ -89,6 +89,7 @@ fn namespace(name: &str, labels: Option<Labels>) -> Namespace {
         workloads_ambient: 0,
         workloads_waypoint: 0,
         workloads_proxy_unknown: 0,
+        service_accounts: Vec::new(),
     }
 }
 
