@@ -506,15 +506,25 @@ pub fn analyze(
             continue;
         }
         let name = clusters::name(cluster.as_deref());
+        // Each a pass over one or both models: side by side.
+        let ((base_coverage, head_coverage), changes) = rayon::join(
+            || {
+                rayon::join(
+                    || j.base.as_ref().map(|b| coverage::of(&b.model)),
+                    || coverage::of(&j.head.model),
+                )
+            },
+            || {
+                j.base
+                    .as_ref()
+                    .map(|b| crate::changes::of(&b.model, &j.head.model, &config.mesh))
+            },
+        );
         let coverage = ClusterCoverage {
             cluster: name.clone(),
-            base: j.base.as_ref().map(|b| coverage::of(&b.model)),
-            head: coverage::of(&j.head.model),
+            base: base_coverage,
+            head: head_coverage,
         };
-        let changes = j
-            .base
-            .as_ref()
-            .map(|b| crate::changes::of(&b.model, &j.head.model, &config.mesh));
         let models = crate::report::Models {
             changed: j.changed.unwrap_or_default(),
             head_resources: j.head.resources.iter().map(|r| r.id.clone()).collect(),

@@ -516,21 +516,25 @@ fn cat_blobs(toplevel: &Path, ids: &[(&str, &str)]) -> Result<Vec<Vec<u8>>> {
         return Ok(Vec::new());
     }
     let mut child = git(toplevel)
-        .args(["cat-file", "--batch"])
+        // --buffer: git writes its output as its buffer fills, not once per blob.
+        .args(["cat-file", "--batch", "--buffer"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .context("could not run git cat-file")?;
-    let mut stdin = child.stdin.take().context("git cat-file stdin")?;
+    let stdin = child.stdin.take().context("git cat-file stdin")?;
     let request: Vec<String> = ids.iter().map(|(id, _)| id.to_string()).collect();
     // Write from a thread: git's output pipe would fill and deadlock otherwise.
+    // Buffered: a write per id was a system call per blob (37,000 at 100k objects).
     let writer = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut stdin = std::io::BufWriter::new(stdin);
         for id in request {
             writeln!(stdin, "{id}")?;
         }
-        Ok(())
+        stdin.flush()
     });
-    let mut reader = BufReader::new(child.stdout.take().context("git cat-file stdout")?);
+    let mut reader =
+        BufReader::with_capacity(1 << 16, child.stdout.take().context("git cat-file stdout")?);
     let mut out = Vec::with_capacity(ids.len());
     for (_, path) in ids {
         let mut header = String::new();
