@@ -5,7 +5,7 @@ use crate::evidence::Evidence;
 use crate::finding::{Finding, Severity, Status};
 use crate::manifest::{self, input_finding, Resource};
 use crate::model::Model;
-use crate::policy::input::{policy_value, InputParts};
+use crate::policy::input::{policy_value, policy_value_against, InputParts};
 use crate::policy::{Packages, Policies, PolicyLimits, PolicyProblem, RawFinding};
 use crate::report::RevisionSummary;
 use anyhow::Result;
@@ -29,13 +29,22 @@ pub(super) struct Prepared {
     parts: InputParts,
 }
 
-/// Builds one revision's policy input. `own` is the revision's model as a policy
-/// value when the caller has it already; `base` is base's model as one.
+/// The revision's model as a policy value.
+pub(super) enum ModelValue<'a> {
+    /// Built already (base's, which head's input holds too).
+    Built(&'a regorus::Value),
+    /// To build, sharing what it holds alike with base's model and its value.
+    Against(&'a Model, &'a regorus::Value),
+    /// To build (there is no base).
+    Alone,
+}
+
+/// Builds one revision's policy input. `base` is base's model as a policy value.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn prepare(
     (loaded, model): (manifest::Loaded, Model),
     schema: Vec<crate::schema::Checked>,
-    own: Option<&regorus::Value>,
+    own: ModelValue,
     base: Option<&regorus::Value>,
     bodies: Vec<regorus::Value>,
     label: &str,
@@ -43,7 +52,11 @@ pub(super) fn prepare(
     evidence: Option<&Evidence>,
 ) -> Prepared {
     let started = std::time::Instant::now();
-    let own = || own.cloned().unwrap_or_else(|| policy_value(&model));
+    let own = || match own {
+        ModelValue::Built(value) => value.clone(),
+        ModelValue::Against(base, value) => policy_value_against(&model, (base, value)),
+        ModelValue::Alone => policy_value(&model),
+    };
     let parts = InputParts::new(&loaded.resources, bodies, own, base, evidence, config);
     tracing::debug!(
         revision = label,
@@ -56,6 +69,13 @@ pub(super) fn prepare(
         schema,
         label: label.to_string(),
         parts,
+    }
+}
+
+impl Prepared {
+    /// The revision's model, where it was prepared before the model was at hand.
+    pub(super) fn with_model(self, model: Model) -> Prepared {
+        Prepared { model, ..self }
     }
 }
 

@@ -3,7 +3,7 @@
 //! judged once per cluster (see `clusters`).
 
 use super::diff::{self, diff};
-use super::evaluate::{evaluate_revisions, prepare, Evaluated};
+use super::evaluate::{evaluate_revisions, prepare, Evaluated, ModelValue};
 use super::{gather_evidence, Options};
 use crate::config::RepoConfig;
 use crate::evidence::Evidence;
@@ -188,12 +188,22 @@ impl Judge<'_> {
         }
         let evidence_ref = evidence.as_ref();
         let head_label = head.label;
+        // Head's model value is built against base's model, which base's input is
+        // prepared without (its value is built already) and gets after.
+        let (base_rest, base_model): (Option<_>, Option<Model>) = base_loaded
+            .take()
+            .map(|(loaded, model, label, bodies)| ((loaded, label, bodies), model))
+            .unzip();
         let (head_ready, base_ready) = rayon::join(
             || {
+                let own = match base_model.as_ref().zip(base_value.as_ref()) {
+                    Some((model, value)) => ModelValue::Against(model, value),
+                    None => ModelValue::Alone,
+                };
                 prepare(
                     (head.loaded, head_model),
                     head_schema,
-                    None,
+                    own,
                     base_value.as_ref(),
                     head_bodies,
                     &head_label,
@@ -203,20 +213,23 @@ impl Judge<'_> {
             },
             || {
                 // Base is judged against itself: nothing in it is "introduced".
-                base_loaded.take().map(|(loaded, model, label, bodies)| {
-                    prepare(
-                        (loaded, model),
-                        base_schema,
-                        base_value.as_ref(),
-                        base_value.as_ref(),
-                        bodies,
-                        &label,
-                        config,
-                        evidence_ref,
-                    )
-                })
+                base_rest
+                    .zip(base_value.as_ref())
+                    .map(|((loaded, label, bodies), value)| {
+                        prepare(
+                            (loaded, Model::default()),
+                            base_schema,
+                            ModelValue::Built(value),
+                            Some(value),
+                            bodies,
+                            &label,
+                            config,
+                            evidence_ref,
+                        )
+                    })
             },
         );
+        let base_ready = base_ready.zip(base_model).map(|(p, m)| p.with_model(m));
         let (head_eval, base_eval) = evaluate_revisions(
             head_ready,
             base_ready.map(|b| (b, shared)),

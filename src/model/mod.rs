@@ -86,7 +86,7 @@ pub struct WaypointService {
     pub selects: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Namespace {
     pub name: String,
     /// A Namespace object of the tree declares it.
@@ -121,7 +121,7 @@ pub struct Namespace {
     pub service_accounts: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, PartialEq)]
 pub struct Injection {
     /// Whether pods created here get a sidecar; None when its labels are unknown.
     pub enabled: Option<bool>,
@@ -131,13 +131,13 @@ pub struct Injection {
     pub conflict: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct NamespaceMtls {
     pub mode: String,
     pub source: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Workload {
     pub id: String,
     pub kind: String,
@@ -201,14 +201,14 @@ pub struct WorkloadEntry {
     pub selected_by: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct InvalidLabel {
     pub key: String,
     pub value: String,
     pub problem: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Selector {
     pub resource: String,
     pub kind: String,

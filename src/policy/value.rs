@@ -60,10 +60,21 @@ pub(crate) fn to_value_sharing<T: Serialize + ?Sized>(
     value: &T,
     strings: &mut Strings,
 ) -> Option<Value> {
-    value.serialize(Builder(strings)).ok()
+    value.serialize(Builder(strings, Vec::new())).ok()
 }
 
-struct Builder<'a>(&'a mut Strings);
+/// As [`to_value_sharing`], with the named fields of the outermost struct given
+/// instead of built (values the caller could share with another model's).
+pub(crate) fn to_value_given<T: Serialize + ?Sized>(
+    value: &T,
+    strings: &mut Strings,
+    given: Vec<(&'static str, Value)>,
+) -> Option<Value> {
+    value.serialize(Builder(strings, given)).ok()
+}
+
+/// Builds a value; the fields of `.1` are those of the struct it builds, given.
+struct Builder<'a>(&'a mut Strings, Vec<(&'static str, Value)>);
 
 type Result<T> = std::result::Result<T, Unsupported>;
 
@@ -168,7 +179,7 @@ impl<'a> ser::Serializer for Builder<'a> {
         value: &T,
     ) -> Result<Value> {
         let key = self.0.value(variant);
-        let inner = value.serialize(Builder(&mut *self.0))?;
+        let inner = value.serialize(Builder(&mut *self.0, Vec::new()))?;
         Ok(Value::from(BTreeMap::from([(key, inner)])))
     }
     fn serialize_seq(self, len: Option<usize>) -> Result<Seq<'a>> {
@@ -201,6 +212,7 @@ impl<'a> ser::Serializer for Builder<'a> {
             strings: self.0,
             fields: BTreeMap::new(),
             key: None,
+            given: self.1,
         })
     }
     fn serialize_struct(self, _: &'static str, len: usize) -> Result<Map<'a>> {
@@ -228,7 +240,7 @@ pub(crate) struct Seq<'a> {
 
 impl Seq<'_> {
     fn push<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        let v = value.serialize(Builder(&mut *self.strings))?;
+        let v = value.serialize(Builder(&mut *self.strings, Vec::new()))?;
         self.items.push(v);
         Ok(())
     }
@@ -271,11 +283,13 @@ pub(crate) struct Map<'a> {
     strings: &'a mut Strings,
     fields: BTreeMap<Value, Value>,
     key: Option<Value>,
+    /// Fields given, not built (a struct's only).
+    given: Vec<(&'static str, Value)>,
 }
 
 impl Map<'_> {
     fn insert<T: Serialize + ?Sized>(&mut self, key: Value, value: &T) -> Result<()> {
-        let v = value.serialize(Builder(&mut *self.strings))?;
+        let v = value.serialize(Builder(&mut *self.strings, Vec::new()))?;
         self.fields.insert(key, v);
         Ok(())
     }
@@ -286,7 +300,7 @@ impl ser::SerializeMap for Map<'_> {
     type Error = Unsupported;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<()> {
         // JSON object keys are strings: numbers become their text, as serde_json does.
-        let key = match key.serialize(Builder(&mut *self.strings))? {
+        let key = match key.serialize(Builder(&mut *self.strings, Vec::new()))? {
             k @ Value::String(_) => k,
             _ => match serde_json::to_value(key).map_err(ser::Error::custom)? {
                 serde_json::Value::String(s) => self.strings.value(&s),
@@ -318,6 +332,12 @@ impl ser::SerializeStruct for Map<'_> {
         key: &'static str,
         value: &T,
     ) -> Result<()> {
+        if let Some(at) = self.given.iter().position(|(k, _)| *k == key) {
+            let (_, given) = self.given.swap_remove(at);
+            let key = self.strings.value(key);
+            self.fields.insert(key, given);
+            return Ok(());
+        }
         let key = self.strings.value(key);
         self.insert(key, value)
     }
